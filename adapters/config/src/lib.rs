@@ -1,0 +1,1 @@
+//! Loads and validates queuebox.yml and QUEUEBOX_ variables into typed settings.

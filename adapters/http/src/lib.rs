@@ -1,0 +1,1 @@
+//! Inbound HTTP of QueueBox (salvo): inbox routes, health, metrics, admin.

@@ -1,0 +1,1 @@
+//! PostgreSQL adapter of QueueBox (sqlx): migrations, schema guard and every statement.

@@ -1,0 +1,1 @@
+//! The HTTP destination of QueueBox (reqwest).

@@ -1,0 +1,1 @@
+//! QueueBox use cases: dispatcher, ingest, relay, replay, retention, health, shutdown.

@@ -1,0 +1,8 @@
+//! The pure core of QueueBox: the state machines of outbox and inbox rows, the router, templates,
+//! header rules, redaction and the names of the tables and columns QueueBox works on.
+//!
+//! This crate performs no I/O, spawns nothing and knows no database, broker or HTTP library. It must
+//! never depend on another crate of the workspace.
+
+pub mod mapping;
+pub mod secret;

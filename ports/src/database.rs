@@ -1,0 +1,129 @@
+//! Where the database is, as the configuration names it, independent of any driver.
+
+use queuebox_domain::mapping::SchemaNames;
+use queuebox_domain::secret::Secret;
+use std::fmt;
+use std::time::Duration;
+
+/// The database product of `database.type`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DatabaseKind {
+    /// `postgresql`
+    Postgresql,
+    /// `sqlserver`
+    Sqlserver,
+}
+
+impl DatabaseKind {
+    /// The configuration value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DatabaseKind::Postgresql => "postgresql",
+            DatabaseKind::Sqlserver => "sqlserver",
+        }
+    }
+}
+
+/// One `host[:port]` of a database URL.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DatabaseHost {
+    /// Host name or address (IPv6 without brackets).
+    pub host: String,
+    /// Port; `None` means the product's default.
+    pub port: Option<u16>,
+}
+
+/// A parsed `database.url` with `database.username` and `database.password` applied.
+///
+/// `Debug` masks the password; [`DatabaseTarget::display_url`] prints a URL with the password masked.
+#[derive(Clone, PartialEq, Eq)]
+pub struct DatabaseTarget {
+    /// The database product.
+    pub kind: DatabaseKind,
+    /// One or more hosts, tried in order.
+    pub hosts: Vec<DatabaseHost>,
+    /// The database name.
+    pub database: String,
+    /// The user; `database.username` wins over a user in the URL.
+    pub username: String,
+    /// The password; `database.password` wins over a password in the URL.
+    pub password: Secret,
+    /// The query parameters of the URL, in order (for example `sslmode=require`).
+    pub params: Vec<(String, String)>,
+}
+
+impl DatabaseTarget {
+    /// A `postgres://` style URL with the password masked, for logs and `check-config`.
+    pub fn display_url(&self) -> String {
+        let hosts = self
+            .hosts
+            .iter()
+            .map(|h| {
+                let host = if h.host.contains(':') {
+                    format!("[{}]", h.host)
+                } else {
+                    h.host.clone()
+                };
+                match h.port {
+                    Some(port) => format!("{host}:{port}"),
+                    None => host,
+                }
+            })
+            .collect::<Vec<_>>()
+            .join(",");
+        let scheme = match self.kind {
+            DatabaseKind::Postgresql => "postgresql",
+            DatabaseKind::Sqlserver => "sqlserver",
+        };
+        let user = if self.username.is_empty() {
+            String::new()
+        } else if self.password.is_empty() {
+            format!("{}@", self.username)
+        } else {
+            format!("{}:***@", self.username)
+        };
+        let query = if self.params.is_empty() {
+            String::new()
+        } else {
+            let pairs: Vec<String> = self
+                .params
+                .iter()
+                .map(|(k, v)| {
+                    if k.eq_ignore_ascii_case("password") {
+                        format!("{k}=***")
+                    } else {
+                        format!("{k}={v}")
+                    }
+                })
+                .collect();
+            format!("?{}", pairs.join("&"))
+        };
+        format!("{scheme}://{user}{hosts}/{}{query}", self.database)
+    }
+}
+
+impl fmt::Debug for DatabaseTarget {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DatabaseTarget")
+            .field("url", &self.display_url())
+            .field("password", &self.password)
+            .finish()
+    }
+}
+
+/// Everything a database adapter needs to open its pool and prepare its schema.
+#[derive(Debug, Clone)]
+pub struct DatabaseOptions {
+    /// Where to connect.
+    pub target: DatabaseTarget,
+    /// `database.poolSize`.
+    pub pool_size: u32,
+    /// `database.connectionTimeoutMs`: the longest wait for a pooled connection.
+    pub connection_timeout: Duration,
+    /// `database.startupTimeoutMs`: how long the start retries an unreachable database.
+    pub startup_timeout: Duration,
+    /// `database.migrate`.
+    pub migrate: bool,
+    /// Table and column names.
+    pub schema: SchemaNames,
+}

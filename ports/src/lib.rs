@@ -1,0 +1,9 @@
+//! The ports of QueueBox: the traits the application calls (stores, publishers, health checks) and
+//! the traits inbound adapters call (readiness), with the plain data they exchange.
+//!
+//! Each trait documents what an adapter MUST do. This crate depends on the domain only; it never
+//! names a database, broker or HTTP library.
+
+pub mod database;
+pub mod health;
+pub mod metrics;
