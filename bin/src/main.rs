@@ -1,3 +1,87 @@
-//! The `queuebox` binary: command line, wiring of the compiled-in adapters, start and shutdown.
+//! The `queuebox` binary: parse the command line, load the configuration, run the subcommand, and
+//! turn any start failure into a short error on stderr and a non-zero exit status.
 
-fn main() {}
+use clap::Parser as _;
+use queuebox::cli::{Cli, Command};
+use queuebox::{backends, database::Database, logging, serve, signals, telemetry};
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    logging::init(cli.log_format);
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("queuebox: cannot start the async runtime: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(cli)) {
+        Ok(code) => code,
+        Err(error) => {
+            print_error(&error);
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Prints an error and its causes, one per line, so the reason fits on one screen.
+fn print_error(error: &anyhow::Error) {
+    eprintln!("queuebox: {error}");
+    for cause in error.chain().skip(1) {
+        eprintln!("  caused by: {cause}");
+    }
+}
+
+async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    let request = queuebox_config::LoadRequest {
+        env: std::env::vars_os()
+            .filter_map(|(name, value)| Some((name.into_string().ok()?, value.into_string().ok()?)))
+            .collect(),
+        config_file: cli.config.clone(),
+    };
+    let command = cli.command.unwrap_or(Command::Serve);
+    let loaded = match queuebox_config::load(&request) {
+        Ok(loaded) => loaded,
+        Err(error) => {
+            eprintln!("queuebox: the configuration is not valid:\n{error}");
+            return Ok(ExitCode::FAILURE);
+        }
+    };
+    for warning in &loaded.warnings {
+        tracing::warn!("{warning}");
+    }
+    if let Err(missing) = backends::check(&loaded.settings) {
+        eprintln!("queuebox: the configuration needs support this binary does not have:");
+        for line in missing {
+            eprintln!("  {line}");
+        }
+        return Ok(ExitCode::FAILURE);
+    }
+
+    match command {
+        Command::CheckConfig => {
+            eprintln!("queuebox: the configuration is valid ({})", loaded.origin);
+            print!("{}", queuebox_config::render_effective(&loaded.settings));
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Migrate => {
+            let mut options = loaded.settings.database_options();
+            options.migrate = true;
+            let database = Database::connect(&options).await?;
+            database.prepare().await?;
+            database.close().await;
+            tracing::info!("migrations applied");
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Serve => {
+            let metrics = telemetry::install()?;
+            let listeners = serve::bind(&loaded.settings).await?;
+            serve::run(loaded.settings, listeners, metrics, signals::terminate()).await?;
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}

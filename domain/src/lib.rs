@@ -4,5 +4,12 @@
 //! This crate performs no I/O, spawns nothing and knows no database, broker or HTTP library. It must
 //! never depend on another crate of the workspace.
 
+pub mod backoff;
+pub mod glob;
+pub mod headers;
 pub mod mapping;
+pub mod outbox;
+pub mod redact;
+pub mod router;
 pub mod secret;
+pub mod template;

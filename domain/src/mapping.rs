@@ -55,7 +55,9 @@ pub const INBOX_COLUMNS: [(&str, &str); 18] = [
 
 /// A name that is not a plain SQL identifier.
 #[derive(Debug, Error, PartialEq, Eq)]
-#[error("`{value}` is not a SQL identifier: use a letter or `_` first, then letters, digits and `_`")]
+#[error(
+    "`{value}` is not a SQL identifier: use a letter or `_` first, then letters, digits and `_`"
+)]
 pub struct InvalidIdentifier {
     /// The rejected text.
     pub value: String,
@@ -95,7 +97,10 @@ impl Columns {
     fn defaults(keys: &'static [(&'static str, &'static str)]) -> Self {
         Self {
             keys,
-            names: keys.iter().map(|(_, column)| (*column).to_owned()).collect(),
+            names: keys
+                .iter()
+                .map(|(_, column)| (*column).to_owned())
+                .collect(),
         }
     }
 
@@ -223,7 +228,16 @@ mod tests {
         for good in ["outbox", "_x", "qb_outbox2", "A"] {
             assert!(is_sql_identifier(good), "{good}");
         }
-        for bad in ["", "1abc", "a-b", "a b", "a\"b", "ö", "x;drop", &"a".repeat(64)] {
+        for bad in [
+            "",
+            "1abc",
+            "a-b",
+            "a b",
+            "a\"b",
+            "ö",
+            "x;drop",
+            &"a".repeat(64),
+        ] {
             assert!(!is_sql_identifier(bad), "{bad}");
         }
     }

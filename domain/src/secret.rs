@@ -86,7 +86,12 @@ mod tests {
         struct Holder {
             password: Secret,
         }
-        let printed = format!("{:?}", Holder { password: Secret::new("s3cr3t") });
+        let printed = format!(
+            "{:?}",
+            Holder {
+                password: Secret::new("s3cr3t")
+            }
+        );
         assert!(!printed.contains("s3cr3t"), "{printed}");
     }
 }

@@ -7,3 +7,5 @@
 pub mod database;
 pub mod health;
 pub mod metrics;
+pub mod outbox;
+pub mod publish;

@@ -1,1 +1,35 @@
-//! Helpers shared by the end-to-end tests: service addresses, fresh databases, the binary as a process.
+//! Support for the end-to-end tests: where the services are, a fresh database per test, free ports,
+//! and the real `queuebox` binary as a child process.
+//!
+//! Service addresses come from `QB_TEST_*` variables that `scripts/services.sh` prints. A missing
+//! variable fails the test with the command to run; no test silently skips.
+
+pub mod database;
+pub mod process;
+
+use std::time::{Duration, Instant};
+
+/// Picks a TCP port that is free on 127.0.0.1 right now.
+pub fn free_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
+    listener.local_addr().expect("local address").port()
+}
+
+/// Polls `condition` every 25 ms until it returns `Some`, or panics naming `what` after `deadline`.
+pub async fn wait_until<T, F, Fut>(what: &str, deadline: Duration, mut condition: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let started = Instant::now();
+    loop {
+        if let Some(value) = condition().await {
+            return value;
+        }
+        assert!(
+            started.elapsed() < deadline,
+            "timed out after {deadline:?} waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}

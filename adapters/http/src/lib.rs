@@ -1,1 +1,17 @@
-//! Inbound HTTP of QueueBox (salvo): inbox routes, health, metrics, admin.
+//! The inbound HTTP side of QueueBox, on salvo: the data port (`GET /` and, in later issues, the inbox
+//! routes) and the optional management port (`/health*`, `/metrics`, `/admin`).
+//!
+//! Rules that hold on every data-port route live here: a body over `inbox.maxBodyBytes` gets 413 (chunked
+//! bodies are counted as they stream), and a request that arrives while the process stops gets 503.
+//! This crate calls the application only through port traits; it never depends on the application or
+//! another adapter.
+
+mod guards;
+mod health;
+mod metrics;
+mod responses;
+mod root;
+mod server;
+
+pub use metrics::MetricsRender;
+pub use server::{HttpServer, HttpServerError, Listeners, ServerOptions};

@@ -1,0 +1,191 @@
+//! `auth` blocks: the inbound kinds (`bearer`, `api-key`, `hmac`) of sources and `admin.auth`, and
+//! the outbound kinds (`oauth2`, `basic`, `header`) of HTTP destinations.
+
+use super::kind::{KindKeys, select};
+use super::{Case, Floor, choice, millis, required, text, text_or};
+use crate::model::{HmacAlgorithm, HmacAuth, InboundAuth, OutboundAuth, SignaturePayloadFormat};
+use crate::reader::{Block, Reader};
+use crate::url::check_http_url;
+use queuebox_domain::secret::Secret;
+
+const INBOUND: &[KindKeys] = &[
+    KindKeys {
+        name: "bearer",
+        keys: &["token"],
+    },
+    KindKeys {
+        name: "api-key",
+        keys: &["key"],
+    },
+    KindKeys {
+        name: "hmac",
+        keys: &["secret"],
+    },
+];
+
+const OUTBOUND: &[KindKeys] = &[
+    KindKeys {
+        name: "oauth2",
+        keys: &["clientId", "clientSecret", "tokenUrl"],
+    },
+    KindKeys {
+        name: "basic",
+        keys: &["username", "password"],
+    },
+    KindKeys {
+        name: "header",
+        keys: &["headerValue"],
+    },
+];
+
+/// A credential that must be set and must not be empty: an empty inbound credential would let any
+/// caller through.
+fn credential(r: &mut Reader, b: &mut Block<'_>, key: &'static str) -> Secret {
+    let path = b.path_of(key);
+    let value = b.get(key);
+    match r.secret(value, &path) {
+        Some(secret) if secret.is_empty() => {
+            r.problem(path, "must not be empty");
+            secret
+        }
+        Some(secret) => secret,
+        None => Secret::default(),
+    }
+}
+
+/// The inbound `auth` block under `parent`, if set.
+pub(crate) fn read_inbound(r: &mut Reader, parent: &mut Block<'_>) -> Option<InboundAuth> {
+    let value = parent.get("auth")?;
+    let mut b = Block::open(r, Some(value), &parent.path_of("auth"));
+    let kind = select(r, &mut b, "an auth block", INBOUND);
+    let auth = match kind {
+        Some("bearer") => Some(InboundAuth::Bearer {
+            token: credential(r, &mut b, "token"),
+        }),
+        Some("api-key") => Some(InboundAuth::ApiKey {
+            header_name: text_or(r, &mut b, "headerName", "X-API-Key"),
+            key: credential(r, &mut b, "key"),
+        }),
+        Some(_) => Some(InboundAuth::Hmac(read_hmac(r, &mut b))),
+        None => None,
+    };
+    b.finish(r);
+    auth
+}
+
+fn read_hmac(r: &mut Reader, b: &mut Block<'_>) -> HmacAuth {
+    let secret = credential(r, b, "secret");
+    let header_name = text_or(r, b, "headerName", "X-Signature");
+    let algorithm = choice(
+        r,
+        b,
+        "algorithm",
+        &[
+            ("HmacSHA256", HmacAlgorithm::Sha256),
+            ("HmacSHA512", HmacAlgorithm::Sha512),
+        ],
+        Case::Exact,
+        HmacAlgorithm::Sha256,
+    );
+    let signature_prefix = text_or(r, b, "signaturePrefix", "sha256=");
+    let timestamp_header = text(r, b, "timestampHeader").filter(|h| !h.trim().is_empty());
+    let timestamp_tolerance = millis(r, b, "timestampTolerance", 300_000, Floor::AboveZero);
+    let default_format = if timestamp_header.is_some() {
+        SignaturePayloadFormat::TimestampDotBody
+    } else {
+        SignaturePayloadFormat::Body
+    };
+    let format_path = b.path_of("signaturePayloadFormat");
+    let explicit_format = b.has("signaturePayloadFormat");
+    let signature_payload_format = choice(
+        r,
+        b,
+        "signaturePayloadFormat",
+        &[
+            ("BODY", SignaturePayloadFormat::Body),
+            ("body", SignaturePayloadFormat::Body),
+            (
+                "TIMESTAMP_DOT_BODY",
+                SignaturePayloadFormat::TimestampDotBody,
+            ),
+            (
+                "timestamp-dot-body",
+                SignaturePayloadFormat::TimestampDotBody,
+            ),
+        ],
+        Case::Exact,
+        default_format,
+    );
+    if explicit_format
+        && signature_payload_format == SignaturePayloadFormat::TimestampDotBody
+        && timestamp_header.is_none()
+    {
+        r.problem(
+            format_path,
+            "TIMESTAMP_DOT_BODY signs the timestamp header, so it needs timestampHeader",
+        );
+    }
+    HmacAuth {
+        secret,
+        header_name,
+        algorithm,
+        signature_prefix,
+        timestamp_header,
+        timestamp_tolerance,
+        signature_payload_format,
+    }
+}
+
+/// The outbound `auth` block of an HTTP destination, if set.
+pub(crate) fn read_outbound(r: &mut Reader, parent: &mut Block<'_>) -> Option<OutboundAuth> {
+    let value = parent.get("auth")?;
+    let mut b = Block::open(r, Some(value), &parent.path_of("auth"));
+    let kind = select(r, &mut b, "an auth block", OUTBOUND);
+    let auth = match kind {
+        Some("oauth2") => {
+            let client_id = required(r, &mut b, "clientId");
+            let secret_value = b.get("clientSecret");
+            let client_secret = r
+                .secret(secret_value, &b.path_of("clientSecret"))
+                .unwrap_or_default();
+            let token_url = required(r, &mut b, "tokenUrl");
+            if !token_url.is_empty()
+                && let Err(message) = check_http_url(&token_url)
+            {
+                r.problem(b.path_of("tokenUrl"), message);
+            }
+            let scope = text(r, &mut b, "scope");
+            let params_value = b.get("extraParams");
+            let extra_params = r.text_map(params_value, &b.path_of("extraParams"));
+            Some(OutboundAuth::Oauth2 {
+                client_id,
+                client_secret,
+                token_url,
+                scope,
+                extra_params,
+            })
+        }
+        Some("basic") => {
+            let username = required(r, &mut b, "username");
+            let password_value = b.get("password");
+            let password = r
+                .secret(password_value, &b.path_of("password"))
+                .unwrap_or_default();
+            Some(OutboundAuth::Basic { username, password })
+        }
+        Some(_) => {
+            let header_name = text_or(r, &mut b, "headerName", "Authorization");
+            let value = b.get("headerValue");
+            let header_value = r
+                .secret(value, &b.path_of("headerValue"))
+                .unwrap_or_default();
+            Some(OutboundAuth::Header {
+                header_name,
+                header_value,
+            })
+        }
+        None => None,
+    };
+    b.finish(r);
+    auth
+}

@@ -1,0 +1,248 @@
+//! `destinations.<name>.*`: HTTP, RabbitMQ, Kafka and NATS destinations.
+
+use super::auth::read_outbound;
+use super::kind::{KindKeys, select};
+use super::templates::{check_address, check_syntax};
+use super::{Case, Floor, choice, flag, millis, required, text, text_or, transform};
+use crate::model::{
+    AddressColumn, DeliveryMode, Destination, DestinationKind, ExchangeType, HttpDestination,
+    KafkaDestination, KafkaSecurity, NatsCredentials, NatsDestination, RabbitmqDestination,
+    SecurityProtocol,
+};
+use crate::reader::{Block, Reader};
+use crate::secrets::SecretUrl;
+use crate::url::{check_http_path, check_http_url};
+use indexmap::IndexMap;
+use serde_json::Value;
+
+const KINDS: &[KindKeys] = &[
+    KindKeys {
+        name: "http",
+        keys: &["baseUrl"],
+    },
+    KindKeys {
+        name: "rabbitmq",
+        keys: &["url", "exchange"],
+    },
+    KindKeys {
+        name: "kafka",
+        keys: &["bootstrapServers", "topic"],
+    },
+    KindKeys {
+        name: "nats",
+        keys: &["servers", "subject"],
+    },
+];
+
+pub(super) fn read(r: &mut Reader, value: Option<&Value>) -> IndexMap<String, Destination> {
+    let mut destinations = IndexMap::new();
+    for (name, value) in r.named(value, "destinations") {
+        let mut b = Block::open(r, Some(value), &format!("destinations.{name}"));
+        let kind = select(r, &mut b, "a destination", KINDS);
+        let kind = match kind {
+            Some("http") => Some(DestinationKind::Http(read_http(r, &mut b))),
+            Some("rabbitmq") => Some(DestinationKind::Rabbitmq(read_rabbitmq(r, &mut b, &name))),
+            Some("kafka") => Some(DestinationKind::Kafka(read_kafka(r, &mut b, &name))),
+            Some(_) => Some(DestinationKind::Nats(read_nats(r, &mut b, &name))),
+            None => None,
+        };
+        let headers_value = b.get("headers");
+        let headers = r.text_map(headers_value, &b.path_of("headers"));
+        let transform = transform::read(r, &mut b);
+        b.finish(r);
+        if let Some(kind) = kind {
+            destinations.insert(
+                name,
+                Destination {
+                    kind,
+                    headers,
+                    transform,
+                },
+            );
+        }
+    }
+    destinations
+}
+
+fn read_http(r: &mut Reader, b: &mut Block<'_>) -> HttpDestination {
+    let base_url = required(r, b, "baseUrl");
+    if !base_url.is_empty()
+        && let Err(message) = check_http_url(&base_url)
+    {
+        r.problem(b.path_of("baseUrl"), message);
+    }
+    let path = text_or(r, b, "path", "/");
+    if let Err(message) = check_http_path(&path) {
+        r.problem(b.path_of("path"), message);
+    }
+    HttpDestination {
+        base_url,
+        path,
+        timeout: millis(r, b, "timeoutMs", 30_000, Floor::AboveZero),
+        auth: read_outbound(r, b),
+    }
+}
+
+/// `exchangeFrom`, `topicFrom`, `subjectFrom`: a row column that holds the address.
+fn address_column(r: &mut Reader, b: &mut Block<'_>, key: &'static str) -> Option<AddressColumn> {
+    let path = b.path_of(key);
+    let raw = text(r, b, key)?;
+    match raw.as_str() {
+        "aggregate_type" => Some(AddressColumn::AggregateType),
+        "topic" => Some(AddressColumn::Topic),
+        "key" => Some(AddressColumn::Key),
+        _ => {
+            r.problem(
+                path,
+                format!("must be one of aggregate_type, topic, key, got `{raw}`"),
+            );
+            None
+        }
+    }
+}
+
+/// A required address (`exchange`, `topic`, `subject`) checked as an address template.
+fn address(r: &mut Reader, b: &mut Block<'_>, key: &'static str, destination: &str) -> String {
+    let value = required(r, b, key);
+    if !value.is_empty() {
+        check_address(r, &b.path_of(key), key, destination, &value);
+    }
+    value
+}
+
+fn read_rabbitmq(r: &mut Reader, b: &mut Block<'_>, name: &str) -> RabbitmqDestination {
+    // `url` is not a credential field: `file:` stays literal.
+    let url = SecretUrl::new(required(r, b, "url"));
+    let exchange = address(r, b, "exchange", name);
+    let exchange_from = address_column(r, b, "exchangeFrom");
+    let exchange_type = choice(
+        r,
+        b,
+        "exchangeType",
+        &[
+            ("topic", ExchangeType::Topic),
+            ("direct", ExchangeType::Direct),
+            ("fanout", ExchangeType::Fanout),
+        ],
+        Case::Any,
+        ExchangeType::Topic,
+    );
+    let routing_key_template = text_or(r, b, "routingKeyTemplate", "{{ topic }}");
+    check_syntax(r, &b.path_of("routingKeyTemplate"), &routing_key_template);
+    let delivery_mode = choice(
+        r,
+        b,
+        "deliveryMode",
+        &[
+            ("persistent", DeliveryMode::Persistent),
+            ("transient", DeliveryMode::Transient),
+        ],
+        Case::Any,
+        DeliveryMode::Persistent,
+    );
+    RabbitmqDestination {
+        url,
+        exchange,
+        exchange_from,
+        exchange_type,
+        routing_key_template,
+        delivery_mode,
+    }
+}
+
+/// The Kafka security keys, shared with the Kafka source.
+pub(crate) fn kafka_security(r: &mut Reader, b: &mut Block<'_>) -> KafkaSecurity {
+    let security_protocol = choice(
+        r,
+        b,
+        "securityProtocol",
+        &[
+            ("PLAINTEXT", SecurityProtocol::Plaintext),
+            ("SSL", SecurityProtocol::Ssl),
+            ("SASL_PLAINTEXT", SecurityProtocol::SaslPlaintext),
+            ("SASL_SSL", SecurityProtocol::SaslSsl),
+        ],
+        Case::Any,
+        SecurityProtocol::Plaintext,
+    );
+    let sasl_mechanism = text(r, b, "saslMechanism").filter(|m| !m.trim().is_empty());
+    let sasl_username = text(r, b, "saslUsername").filter(|u| !u.trim().is_empty());
+    let password_value = b.get("saslPassword");
+    let sasl_password = r.secret(password_value, &b.path_of("saslPassword"));
+    if security_protocol.is_sasl() {
+        let missing = [
+            ("saslMechanism", sasl_mechanism.is_none()),
+            ("saslUsername", sasl_username.is_none()),
+            (
+                "saslPassword",
+                sasl_password.is_none() && !b.has("saslPassword"),
+            ),
+        ];
+        for (key, is_missing) in missing {
+            if is_missing {
+                r.problem(b.path_of(key), "is required by a SASL_ securityProtocol");
+            }
+        }
+    }
+    KafkaSecurity {
+        security_protocol,
+        sasl_mechanism,
+        sasl_username,
+        sasl_password,
+    }
+}
+
+fn read_kafka(r: &mut Reader, b: &mut Block<'_>, name: &str) -> KafkaDestination {
+    let bootstrap_servers = required(r, b, "bootstrapServers");
+    let topic = address(r, b, "topic", name);
+    let topic_from = address_column(r, b, "topicFrom");
+    let key_template = text_or(r, b, "keyTemplate", "{{ key }}");
+    check_syntax(r, &b.path_of("keyTemplate"), &key_template);
+    KafkaDestination {
+        bootstrap_servers,
+        topic,
+        topic_from,
+        key_template,
+        // The producer's delivery budget must cover its own request timeout and a retry.
+        timeout: millis(r, b, "timeoutMs", 30_000, Floor::AtLeast(2000)),
+        security: kafka_security(r, b),
+    }
+}
+
+/// NATS credentials, shared with the NATS source: a user needs a password and the reverse, and a
+/// token excludes a user.
+pub(crate) fn nats_credentials(r: &mut Reader, b: &mut Block<'_>) -> NatsCredentials {
+    let username = text(r, b, "username").filter(|u| !u.trim().is_empty());
+    let password_value = b.get("password");
+    let password = r.secret(password_value, &b.path_of("password"));
+    let token_value = b.get("token");
+    let token = r.secret(token_value, &b.path_of("token"));
+    if username.is_some() && password.is_none() && !b.has("password") {
+        r.problem(b.path_of("password"), "is required when username is set");
+    }
+    if password.is_some() && username.is_none() {
+        r.problem(b.path_of("username"), "is required when password is set");
+    }
+    if token.is_some() && username.is_some() {
+        r.problem(b.path_of("token"), "set a token or a username, not both");
+    }
+    NatsCredentials {
+        username,
+        password,
+        token,
+    }
+}
+
+fn read_nats(r: &mut Reader, b: &mut Block<'_>, name: &str) -> NatsDestination {
+    let servers = SecretUrl::new(required(r, b, "servers"));
+    let subject = address(r, b, "subject", name);
+    let subject_from = address_column(r, b, "subjectFrom");
+    NatsDestination {
+        servers,
+        subject,
+        subject_from,
+        jet_stream: flag(r, b, "jetStream", true),
+        timeout: millis(r, b, "timeoutMs", 30_000, Floor::AboveZero),
+        credentials: nats_credentials(r, b),
+    }
+}

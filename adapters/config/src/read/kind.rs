@@ -1,0 +1,116 @@
+//! Selecting the kind of a destination, a source or an `auth` block from its required keys.
+//!
+//! The required keys decide, as the product has always done. A `type` that contradicts them is
+//! refused rather than ignored: an entry that says `rabbitmq` and loads as HTTP is a mistake the
+//! operator wants to hear about.
+
+use super::text;
+use crate::reader::{Block, Reader};
+
+/// One kind and the keys that select it.
+pub(crate) struct KindKeys {
+    pub name: &'static str,
+    pub keys: &'static [&'static str],
+}
+
+/// `what` without its article: "a destination" -> "destination".
+fn noun(what: &str) -> &str {
+    what.split_once(' ').map_or(what, |(_, noun)| noun)
+}
+
+/// The kind of block `b`, or `None` (with a problem recorded) when it cannot be told. `what` names
+/// the block with its article ("a destination", "an auth block").
+pub(crate) fn select(
+    r: &mut Reader,
+    b: &mut Block<'_>,
+    what: &str,
+    kinds: &[KindKeys],
+) -> Option<&'static str> {
+    let type_path = b.path_of("type");
+    let names: Vec<&str> = kinds.iter().map(|k| k.name).collect();
+    let declared = text(r, b, "type").and_then(|declared| {
+        let found = kinds
+            .iter()
+            .find(|k| k.name.eq_ignore_ascii_case(declared.trim()))
+            .map(|k| k.name);
+        if found.is_none() {
+            r.problem(
+                type_path.clone(),
+                format!("must be one of {}, got `{declared}`", names.join(", ")),
+            );
+        }
+        found
+    });
+    let complete: Vec<&KindKeys> = kinds
+        .iter()
+        .filter(|k| k.keys.iter().all(|key| b.has(key)))
+        .collect();
+    match complete.as_slice() {
+        [one] => match declared {
+            Some(declared) if declared != one.name => {
+                r.problem(
+                    type_path,
+                    format!(
+                        "says {declared}, but the keys {} select {what} of type {}; make type and the keys agree",
+                        one.keys.join(", "),
+                        one.name
+                    ),
+                );
+                None
+            }
+            _ => Some(one.name),
+        },
+        [] => {
+            // Name the missing keys of the declared kind, or of the kind the entry came closest to.
+            let target = declared
+                .and_then(|d| kinds.iter().find(|k| k.name == d))
+                .or_else(|| {
+                    kinds
+                        .iter()
+                        .map(|k| (k, k.keys.iter().filter(|key| b.has(key)).count()))
+                        .filter(|(_, present)| *present > 0)
+                        .max_by_key(|(_, present)| *present)
+                        .map(|(k, _)| k)
+                });
+            match target {
+                Some(kind) => {
+                    for key in kind.keys.iter().filter(|key| !b.has(key)) {
+                        r.problem(
+                            b.path_of(key),
+                            format!("is required by {what} of type {}", kind.name),
+                        );
+                    }
+                }
+                None => {
+                    let options: Vec<String> = kinds
+                        .iter()
+                        .map(|k| format!("{}: {}", k.name, k.keys.join(", ")))
+                        .collect();
+                    r.problem(
+                        b.path().to_owned(),
+                        format!(
+                            "cannot tell the kind of this {}: set type and the required keys of one kind ({})",
+                            noun(what),
+                            options.join("; ")
+                        ),
+                    );
+                }
+            }
+            None
+        }
+        several => {
+            let options: Vec<String> = several
+                .iter()
+                .map(|k| format!("{}: {}", k.name, k.keys.join(", ")))
+                .collect();
+            r.problem(
+                b.path().to_owned(),
+                format!(
+                    "sets the required keys of several kinds ({}); keep the keys of one kind",
+                    options.join("; ")
+                ),
+            );
+            None
+        }
+    }
+}

@@ -1,0 +1,253 @@
+//! `sources.<name>.*`: HTTP, RabbitMQ, Kafka and NATS sources.
+
+use super::auth::read_inbound;
+use super::destinations::{kafka_security, nats_credentials};
+use super::kind::{KindKeys, select};
+use super::templates::check_source_topic;
+use super::{
+    Case, Floor, choice, filter, flag, millis, non_negative, opt_positive, positive, required,
+    text, text_or, transform,
+};
+use crate::jsonpath::check_definite;
+use crate::model::{
+    AttributeHeaders, AutoOffsetReset, Consumption, HttpSource, KafkaSource, NatsSource,
+    RabbitmqSource, RateLimit, Source, SourceKind,
+};
+use crate::reader::{Block, Reader};
+use crate::secrets::SecretUrl;
+use indexmap::IndexMap;
+use serde_json::Value;
+
+const KINDS: &[KindKeys] = &[
+    KindKeys {
+        name: "http",
+        keys: &["path", "idempotencyKeyPath"],
+    },
+    KindKeys {
+        name: "rabbitmq",
+        keys: &["queueName", "connectionUrl"],
+    },
+    KindKeys {
+        name: "kafka",
+        keys: &["bootstrapServers", "topics", "groupId"],
+    },
+    KindKeys {
+        name: "nats",
+        keys: &["servers", "stream", "durable"],
+    },
+];
+
+pub(super) fn read(r: &mut Reader, value: Option<&Value>) -> IndexMap<String, Source> {
+    let mut sources = IndexMap::new();
+    for (name, value) in r.named(value, "sources") {
+        let mut b = Block::open(r, Some(value), &format!("sources.{name}"));
+        if let Some(source) = read_source(r, &mut b) {
+            sources.insert(name, source);
+        }
+        b.finish(r);
+    }
+    sources
+}
+
+fn read_source(r: &mut Reader, b: &mut Block<'_>) -> Option<Source> {
+    let kind = select(r, b, "a source", KINDS);
+    let kind = match kind? {
+        "http" => SourceKind::Http(read_http(r, b)),
+        "rabbitmq" => SourceKind::Rabbitmq(read_rabbitmq(r, b)),
+        "kafka" => SourceKind::Kafka(read_kafka(r, b)),
+        _ => SourceKind::Nats(read_nats(r, b)),
+    };
+    let is_http = matches!(kind, SourceKind::Http(_));
+    let consumption = choice(
+        r,
+        b,
+        "consumption",
+        &[("push", Consumption::Push), ("pull", Consumption::Pull)],
+        Case::Any,
+        Consumption::Push,
+    );
+    let idempotency_key_path = if is_http {
+        required(r, b, "idempotencyKeyPath")
+    } else {
+        text_or(r, b, "idempotencyKeyPath", "$.id")
+    };
+    check_path(r, b, "idempotencyKeyPath", Some(&idempotency_key_path));
+    let aggregate_id_path = text(r, b, "aggregateIdPath");
+    check_path(r, b, "aggregateIdPath", aggregate_id_path.as_deref());
+    let event_type_path = text(r, b, "eventTypePath");
+    check_path(r, b, "eventTypePath", event_type_path.as_deref());
+
+    let default_topic = if is_http {
+        "{{ eventType }}"
+    } else {
+        "{{ source }}"
+    };
+    let topic = text_or(r, b, "topic", default_topic);
+    let topic_path = b.path_of("topic");
+    if consumption == Consumption::Push {
+        if topic.trim().is_empty() {
+            r.problem(
+                topic_path.clone(),
+                "must not be blank on a push source: the relay writes it as the outbox topic",
+            );
+        }
+        let reads_event_type = check_source_topic(r, &topic_path, &topic);
+        let from_header = match &kind {
+            SourceKind::Http(_) => false,
+            SourceKind::Rabbitmq(s) => s.event_type_from_header,
+            SourceKind::Kafka(s) => s.event_type_from_header,
+            SourceKind::Nats(s) => s.event_type_from_header,
+        };
+        // Without an event type the topic renders empty and the relay kills every row.
+        if reads_event_type && event_type_path.is_none() && !from_header {
+            let remedy = if is_http {
+                "set eventTypePath"
+            } else {
+                "set eventTypePath or eventTypeFromHeader: true"
+            };
+            r.problem(
+                topic_path,
+                format!("reads {{{{ eventType }}}}, but the source has no event type: {remedy}"),
+            );
+        }
+    } else {
+        check_source_topic(r, &topic_path, &topic);
+    }
+
+    let transform = transform::read(r, b);
+    let filter = filter::read(r, b);
+    let rate_value = b.get("rateLimit");
+    let rate_limit = if rate_value.is_some() {
+        let mut rate = Block::open(r, rate_value, &b.path_of("rateLimit"));
+        let requests = opt_positive(r, &mut rate, "requestsPerMinute");
+        rate.finish(r);
+        requests.map(|requests_per_minute| RateLimit {
+            requests_per_minute,
+        })
+    } else {
+        None
+    };
+    Some(Source {
+        kind,
+        consumption,
+        topic,
+        idempotency_key_path,
+        aggregate_id_path,
+        event_type_path,
+        transform,
+        filter,
+        rate_limit,
+    })
+}
+
+fn check_path(r: &mut Reader, b: &Block<'_>, key: &str, path: Option<&str>) {
+    if let Some(path) = path.filter(|p| !p.is_empty())
+        && let Err(message) = check_definite(path.trim())
+    {
+        r.problem(
+            b.path_of(key),
+            format!("must be a definite JSONPath: {message}"),
+        );
+    }
+}
+
+fn read_http(r: &mut Reader, b: &mut Block<'_>) -> HttpSource {
+    let path = required(r, b, "path");
+    if !path.is_empty() && !path.starts_with('/') {
+        r.problem(
+            b.path_of("path"),
+            format!("must start with `/`, got `{path}`"),
+        );
+    }
+    HttpSource {
+        path,
+        auth: read_inbound(r, b),
+    }
+}
+
+fn attribute_headers(r: &mut Reader, parent: &mut Block<'_>) -> AttributeHeaders {
+    let value = parent.get("attributeHeaders");
+    let mut b = Block::open(r, value, &parent.path_of("attributeHeaders"));
+    let headers = AttributeHeaders {
+        idempotency_key: text_or(r, &mut b, "idempotencyKey", "x-idempotency-key"),
+        aggregate_id: text_or(r, &mut b, "aggregateId", "x-aggregate-id"),
+        event_type: text_or(r, &mut b, "eventType", "x-event-type"),
+    };
+    b.finish(r);
+    headers
+}
+
+fn read_rabbitmq(r: &mut Reader, b: &mut Block<'_>) -> RabbitmqSource {
+    let queue_name = required(r, b, "queueName");
+    // `connectionUrl` is not a credential field: `file:` stays literal.
+    let connection_url = SecretUrl::new(required(r, b, "connectionUrl"));
+    let prefetch_path = b.path_of("prefetchCount");
+    let prefetch = non_negative(r, b, "prefetchCount", 10);
+    // AMQP carries the prefetch count in 16 bits.
+    let prefetch_count = u16::try_from(prefetch).unwrap_or_else(|_| {
+        r.problem(
+            prefetch_path,
+            format!("must be at most 65535, got {prefetch}"),
+        );
+        10
+    });
+    RabbitmqSource {
+        queue_name,
+        connection_url,
+        prefetch_count,
+        declare_queue: flag(r, b, "declareQueue", false),
+        event_type_from_header: flag(r, b, "eventTypeFromHeader", false),
+        attribute_headers: attribute_headers(r, b),
+    }
+}
+
+fn read_kafka(r: &mut Reader, b: &mut Block<'_>) -> KafkaSource {
+    let bootstrap_servers = required(r, b, "bootstrapServers");
+    let topics_path = b.path_of("topics");
+    let topics_value = b.get("topics");
+    let topics = r.text_list(topics_value, &topics_path).unwrap_or_default();
+    if topics.is_empty() && topics_value.is_some_and(Value::is_array) {
+        r.problem(topics_path.clone(), "must list at least one topic");
+    }
+    for (i, topic) in topics.iter().enumerate() {
+        if topic.trim().is_empty() {
+            r.problem(format!("{topics_path}[{i}]"), "must not be blank");
+        }
+    }
+    let group_id = required(r, b, "groupId");
+    let auto_offset_reset = choice(
+        r,
+        b,
+        "autoOffsetReset",
+        &[
+            ("earliest", AutoOffsetReset::Earliest),
+            ("latest", AutoOffsetReset::Latest),
+        ],
+        Case::Any,
+        AutoOffsetReset::Earliest,
+    );
+    KafkaSource {
+        bootstrap_servers,
+        topics,
+        group_id,
+        auto_offset_reset,
+        max_poll_records: positive(r, b, "maxPollRecords", 100),
+        event_type_from_header: flag(r, b, "eventTypeFromHeader", false),
+        security: kafka_security(r, b),
+        attribute_headers: attribute_headers(r, b),
+    }
+}
+
+fn read_nats(r: &mut Reader, b: &mut Block<'_>) -> NatsSource {
+    NatsSource {
+        servers: SecretUrl::new(required(r, b, "servers")),
+        stream: required(r, b, "stream"),
+        durable: required(r, b, "durable"),
+        filter_subject: text(r, b, "filterSubject").filter(|s| !s.trim().is_empty()),
+        ack_wait: millis(r, b, "ackWaitMs", 30_000, Floor::AboveZero),
+        batch_size: positive(r, b, "batchSize", 100),
+        event_type_from_header: flag(r, b, "eventTypeFromHeader", false),
+        credentials: nats_credentials(r, b),
+        attribute_headers: attribute_headers(r, b),
+    }
+}

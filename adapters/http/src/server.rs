@@ -1,0 +1,186 @@
+//! Binding the data and management ports and stopping them in order.
+
+use crate::guards::{BodyLimit, RefuseWhileStopping};
+use crate::health::{Live, Ready};
+use crate::metrics::{Metrics, MetricsRender};
+use crate::root::Root;
+use queuebox_ports::health::Readiness;
+use salvo::prelude::*;
+use salvo::server::ServerHandle;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+use thiserror::Error;
+use tokio::task::JoinHandle;
+
+/// A failure to start serving.
+#[derive(Debug, Error)]
+pub enum HttpServerError {
+    /// A listener could not be prepared.
+    #[error("cannot serve on {what}: {source}")]
+    Listener {
+        /// Which port: `data port` or `management port`.
+        what: &'static str,
+        /// The I/O cause.
+        source: std::io::Error,
+    },
+}
+
+/// The sockets to serve on, bound by the caller (the binary binds the configured ports; tests bind
+/// port 0 and read the address back).
+pub struct Listeners {
+    /// `server.httpPort`.
+    pub data: tokio::net::TcpListener,
+    /// `server.managementPort`, when configured.
+    pub management: Option<tokio::net::TcpListener>,
+}
+
+/// What the routes need to know.
+#[derive(Clone, Debug)]
+pub struct ServerOptions {
+    /// `inbox.maxBodyBytes`: the body cap of every data-port route.
+    pub max_body_bytes: usize,
+}
+
+/// The running HTTP server: one salvo server per port.
+pub struct HttpServer {
+    stopping: Arc<AtomicBool>,
+    handles: Vec<ServerHandle>,
+    tasks: Vec<JoinHandle<()>>,
+    data_addr: SocketAddr,
+    management_addr: Option<SocketAddr>,
+}
+
+fn operational_routes(
+    router: Router,
+    readiness: &Arc<dyn Readiness>,
+    metrics: &MetricsRender,
+) -> Router {
+    router
+        .push(Router::with_path("health/live").get(Live))
+        .push(Router::with_path("health/ready").get(Ready {
+            readiness: Arc::clone(readiness),
+        }))
+        .push(Router::with_path("health").get(Ready {
+            readiness: Arc::clone(readiness),
+        }))
+        .push(Router::with_path("metrics").get(Metrics {
+            render: Arc::clone(metrics),
+        }))
+}
+
+impl HttpServer {
+    /// Starts serving. Without a management listener, the health and metrics routes are on the data
+    /// port; with one, they are only there and the data port answers 404 for them.
+    pub async fn start(
+        listeners: Listeners,
+        options: ServerOptions,
+        readiness: Arc<dyn Readiness>,
+        metrics: MetricsRender,
+    ) -> Result<Self, HttpServerError> {
+        let stopping = Arc::new(AtomicBool::new(false));
+
+        let mut data_router = Router::new().get(Root);
+        if listeners.management.is_none() {
+            data_router = operational_routes(data_router, &readiness, &metrics);
+        }
+
+        let mut handles = Vec::new();
+        let mut tasks = Vec::new();
+        let data_addr =
+            listeners
+                .data
+                .local_addr()
+                .map_err(|source| HttpServerError::Listener {
+                    what: "data port",
+                    source,
+                })?;
+        // The two data-port rules run as service hoops, before routing, so they also hold for a
+        // request that no route serves (a router hoop runs only once a route has matched).
+        let data_service = Service::new(data_router)
+            .hoop(RefuseWhileStopping {
+                stopping: Arc::clone(&stopping),
+            })
+            .hoop(BodyLimit {
+                max_bytes: options.max_body_bytes,
+            });
+        let (handle, task) = serve(listeners.data, data_service, "data port").await?;
+        handles.push(handle);
+        tasks.push(task);
+
+        let mut management_addr = None;
+        if let Some(listener) = listeners.management {
+            management_addr =
+                Some(
+                    listener
+                        .local_addr()
+                        .map_err(|source| HttpServerError::Listener {
+                            what: "management port",
+                            source,
+                        })?,
+                );
+            let router = operational_routes(Router::new(), &readiness, &metrics);
+            let (handle, task) = serve(listener, Service::new(router), "management port").await?;
+            handles.push(handle);
+            tasks.push(task);
+        }
+
+        Ok(Self {
+            stopping,
+            handles,
+            tasks,
+            data_addr,
+            management_addr,
+        })
+    }
+
+    /// The bound data-port address.
+    pub fn data_addr(&self) -> SocketAddr {
+        self.data_addr
+    }
+
+    /// The bound management-port address, when there is one.
+    pub fn management_addr(&self) -> Option<SocketAddr> {
+        self.management_addr
+    }
+
+    /// Stops accepting connections, answers 503 to requests still arriving on open connections, and
+    /// waits up to `drain` for the requests in flight.
+    pub async fn stop(self, drain: Duration) {
+        self.stopping.store(true, Ordering::Release);
+        for handle in &self.handles {
+            handle.stop_graceful(drain);
+        }
+        // The servers end by themselves once drained or once `drain` passes; the extra second covers
+        // the forced close of whatever is left.
+        let all = futures_join(self.tasks);
+        if tokio::time::timeout(drain + Duration::from_secs(1), all)
+            .await
+            .is_err()
+        {
+            tracing::warn!(?drain, "HTTP requests still open after the drain bound");
+        }
+    }
+}
+
+async fn futures_join(tasks: Vec<JoinHandle<()>>) {
+    for task in tasks {
+        let _ = task.await;
+    }
+}
+
+async fn serve(
+    listener: tokio::net::TcpListener,
+    service: Service,
+    what: &'static str,
+) -> Result<(ServerHandle, JoinHandle<()>), HttpServerError> {
+    let acceptor = salvo::conn::tcp::TcpAcceptor::try_from(listener)
+        .map_err(|source| HttpServerError::Listener { what, source })?;
+    let server = Server::new(acceptor);
+    let handle = server.handle();
+    let task = tokio::spawn(async move {
+        server.serve(service).await;
+    });
+    Ok((handle, task))
+}

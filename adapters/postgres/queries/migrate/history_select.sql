@@ -1,0 +1,1 @@
+SELECT version, checksum FROM queuebox_schema_history ORDER BY version

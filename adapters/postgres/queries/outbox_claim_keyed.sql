@@ -1,0 +1,65 @@
+-- Claims the head row of each ready key, walking the keys in key order from a cursor.
+--
+-- Why a walk: a row of a non-empty key may go only when no earlier row of its key is pending or
+-- processing, i.e. only the key's head may go. Filtering pending rows by "am I the head" costs
+-- O(backlog) once heads are sparse (one hot key with half a million rows puts them all in front of
+-- the other keys). Instead this statement jumps from key to key through the (key, sequence) index of
+-- pending and processing rows: each step is one index probe that lands on the next key's head. A step
+-- costs O(log n) whatever the backlog, the walk stops after `limit` ready heads or `scan` keys, so a
+-- claim costs O(batch + blocked keys passed), and a hot key is one step like any other key.
+-- The cursor makes every replica's walk continue where its last one stopped, so every ready key gets
+-- its turn and none starves behind another.
+--
+-- $1 cursor (text; '' = from the first key, which also skips the empty key: it orders nothing)
+-- $2 limit (int), $3 lease in milliseconds (bigint), $4 scan bound (int)
+-- Returns one row per claimed row, plus always one row carrying the walk's end (last_key, walked,
+-- ready); the claim columns are NULL on that row when nothing was claimed.
+WITH RECURSIVE walk AS (
+    (SELECT o.{outbox.key} AS k, o.{outbox.id} AS id, o.{outbox.state} AS st,
+            o.{outbox.scheduledAt} AS due, 1 AS n,
+            CASE WHEN o.{outbox.state} = 'pending' AND o.{outbox.scheduledAt} <= now() THEN 1 ELSE 0 END AS ready
+       FROM {outbox} o
+      WHERE o.{outbox.state} IN ('pending', 'processing') AND o.{outbox.key} > $1
+      ORDER BY o.{outbox.key}, o.{outbox.sequence}
+      LIMIT 1)
+  UNION ALL
+    SELECT nxt.k, nxt.id, nxt.st, nxt.due, w.n + 1,
+           w.ready + CASE WHEN nxt.st = 'pending' AND nxt.due <= now() THEN 1 ELSE 0 END
+      FROM walk w
+     CROSS JOIN LATERAL (
+        SELECT o.{outbox.key} AS k, o.{outbox.id} AS id, o.{outbox.state} AS st, o.{outbox.scheduledAt} AS due
+          FROM {outbox} o
+         WHERE o.{outbox.state} IN ('pending', 'processing') AND o.{outbox.key} > w.k
+         ORDER BY o.{outbox.key}, o.{outbox.sequence}
+         LIMIT 1) nxt
+     WHERE w.ready < $2 AND w.n < $4
+),
+locked AS (
+    SELECT o.{outbox.id} AS id
+      FROM {outbox} o
+     WHERE o.{outbox.id} IN (SELECT id FROM walk WHERE st = 'pending' AND due <= now())
+       AND o.{outbox.state} = 'pending' AND o.{outbox.scheduledAt} <= now()
+     FOR UPDATE SKIP LOCKED
+),
+claimed AS (
+    UPDATE {outbox} t
+       SET {outbox.state} = 'processing',
+           {outbox.claimToken} = gen_random_uuid(),
+           {outbox.claimedAt} = now(),
+           {outbox.leaseExpiresAt} = now() + $3 * interval '1 millisecond',
+           {outbox.updatedAt} = now()
+      FROM locked
+     WHERE t.{outbox.id} = locked.id
+ RETURNING t.{outbox.id} AS id, t.{outbox.claimToken} AS claim_token, t.{outbox.topic} AS topic,
+           t.{outbox.key} AS key, t.{outbox.aggregateType} AS aggregate_type,
+           t.{outbox.payload}::text AS payload, t.{outbox.headers}::text AS headers,
+           t.{outbox.attempt} AS attempt, t.{outbox.maxAttempts} AS max_attempts,
+           t.{outbox.sequence} AS sequence
+),
+walk_end AS (
+    SELECT k AS last_key, n AS walked, ready FROM walk ORDER BY n DESC LIMIT 1
+)
+SELECT e.last_key, COALESCE(e.walked, 0) AS walked, COALESCE(e.ready, 0) AS ready, c.*
+  FROM (SELECT 1) AS one
+  LEFT JOIN walk_end e ON true
+  LEFT JOIN claimed c ON true

@@ -1,0 +1,136 @@
+//! [`PostgresDatabase`]: the handle the binary wires in — pool, statements, schema preparation,
+//! health check.
+
+use std::sync::Arc;
+
+use queuebox_domain::mapping::SchemaNames;
+use queuebox_ports::database::DatabaseOptions;
+use queuebox_ports::health::HealthCheck;
+
+use crate::connect::{connect_options, wait_for_database};
+use crate::error::PostgresError;
+use crate::guard;
+use crate::health::DatabaseHealth;
+use crate::migrate::{self, MigrationReport};
+use crate::pool::Pool;
+use crate::statements::Statements;
+
+/// An open PostgreSQL database: the pool and the statements rendered for the configured names.
+#[derive(Debug, Clone)]
+pub struct PostgresDatabase {
+    pool: Pool,
+    statements: Arc<Statements>,
+    options: Arc<DatabaseOptions>,
+}
+
+/// Waits for the database (up to `startup_timeout`) and builds the pool. Runs no migration.
+///
+/// Checked before any wait: the names (identifier rule) and that `migrate` is not combined with a
+/// renamed table or column.
+///
+/// # Errors
+/// [`PostgresError::InvalidNames`], [`PostgresError::MigrateWithRenamedSchema`],
+/// [`PostgresError::Unreachable`] (masked URL and last cause), [`PostgresError::Refused`].
+pub async fn connect(options: &DatabaseOptions) -> Result<PostgresDatabase, PostgresError> {
+    let statements = Statements::render(&options.schema)?;
+    refuse_migrate_with_renames(options.migrate, &options.schema)?;
+    let hosts = connect_options(&options.target)?;
+    let chosen = wait_for_database(options, hosts).await?;
+    tracing::info!(
+        url = %options.target.display_url(),
+        host = chosen.get_host(),
+        pool_size = options.pool_size,
+        "database reachable"
+    );
+    let pool = Pool::new(chosen, options.pool_size, options.connection_timeout);
+    Ok(PostgresDatabase {
+        pool,
+        statements: Arc::new(statements),
+        options: Arc::new(options.clone()),
+    })
+}
+
+/// The bundled files create the default names only, so they must not run against a renamed schema.
+fn refuse_migrate_with_renames(migrate: bool, names: &SchemaNames) -> Result<(), PostgresError> {
+    let settings = names.renamed_settings();
+    if migrate && !settings.is_empty() {
+        return Err(PostgresError::MigrateWithRenamedSchema { settings });
+    }
+    Ok(())
+}
+
+impl PostgresDatabase {
+    /// Migrates when `database.migrate` is true, then checks the two required columns.
+    ///
+    /// # Errors
+    /// See [`PostgresDatabase::migrate`] and [`PostgresError::SchemaGuard`].
+    pub async fn prepare(&self) -> Result<(), PostgresError> {
+        if self.options.migrate {
+            self.migrate().await?;
+        }
+        guard::check(&self.pool, &self.statements, &self.options.schema).await
+    }
+
+    /// Applies the bundled migrations now, whatever `database.migrate` says (for a `migrate`
+    /// command), and reports what it did.
+    ///
+    /// # Errors
+    /// [`PostgresError::MigrateWithRenamedSchema`], [`PostgresError::ChecksumMismatch`],
+    /// [`PostgresError::Migration`], or a database error.
+    pub async fn migrate(&self) -> Result<MigrationReport, PostgresError> {
+        refuse_migrate_with_renames(true, &self.options.schema)?;
+        migrate::run(&self.pool).await
+    }
+
+    /// The measured pool.
+    pub fn pool(&self) -> &Pool {
+        &self.pool
+    }
+
+    /// The statements rendered for the configured names.
+    pub fn outbox_store(&self) -> crate::outbox_store::PgOutboxStore {
+        crate::outbox_store::PgOutboxStore::new(self.pool.clone(), Arc::clone(&self.statements))
+    }
+
+    /// The rendered statements.
+    pub fn statements(&self) -> &Statements {
+        &self.statements
+    }
+
+    /// The `database` health check.
+    pub fn health_check(&self) -> Arc<dyn HealthCheck> {
+        Arc::new(DatabaseHealth {
+            pool: self.pool.clone(),
+            ping: self.statements.ping.clone(),
+            password: self.options.target.password.clone(),
+        })
+    }
+
+    /// Closes the pool, waiting for borrowed connections to come back.
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn migrate_with_renames_names_each_setting() {
+        let mut names = SchemaNames {
+            outbox_table: "qb_outbox".into(),
+            ..SchemaNames::default()
+        };
+        assert!(names.inbox.set("idempotencyKey", "dedup_key"));
+        let error = refuse_migrate_with_renames(true, &names).expect_err("refused");
+        let text = error.to_string();
+        assert!(text.contains("database.outboxTableName"), "{text}");
+        assert!(
+            text.contains("database.columnMapping.inbox.idempotencyKey"),
+            "{text}"
+        );
+        assert!(refuse_migrate_with_renames(false, &names).is_ok());
+        assert!(refuse_migrate_with_renames(true, &SchemaNames::default()).is_ok());
+    }
+}

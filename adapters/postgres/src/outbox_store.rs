@@ -1,0 +1,326 @@
+//! The outbox store on PostgreSQL: the claim, renewal, batched fenced finish, reclaim and gauges of
+//! the dispatcher, each one rendered statement (see `queries/outbox_*.sql` for why each is shaped so).
+
+use crate::error::PostgresError;
+use crate::pool::Pool;
+use crate::statements::Statements;
+use async_trait::async_trait;
+use queuebox_ports::outbox::{
+    Claim, ClaimRequest, ClaimedRow, FencedFinish, Finish, OutboxStore, PendingStats, StoreError,
+};
+use sqlx::postgres::PgRow;
+use sqlx::{PgConnection, Row};
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+use uuid::Uuid;
+
+/// The most keys one claim walks past. Blocked keys (a head in flight or waiting for its retry) cost
+/// one index probe each; the bound keeps a claim cheap when very many keys are blocked at once, and
+/// the returned cursor moves the next walk on past them.
+const SCAN_BOUND: i32 = 2_000;
+
+/// The outbox table on PostgreSQL.
+pub struct PgOutboxStore {
+    pool: Pool,
+    statements: Arc<Statements>,
+    /// Which kind of row a claim serves first; flips every claim so that neither keyed nor unkeyed
+    /// rows can starve the other.
+    unkeyed_first: AtomicBool,
+}
+
+impl PgOutboxStore {
+    /// A store over `pool` with the rendered `statements`.
+    pub fn new(pool: Pool, statements: Arc<Statements>) -> Self {
+        Self {
+            pool,
+            statements,
+            unkeyed_first: AtomicBool::new(false),
+        }
+    }
+
+    /// A pooled connection (through the measured acquire, so the pool metrics see it).
+    async fn connection(
+        &self,
+        operation: &'static str,
+    ) -> Result<crate::pool::PooledConnection, StoreError> {
+        self.pool
+            .acquire()
+            .await
+            .map_err(|e| pool_error(operation, e))
+    }
+
+    async fn claim_keyed(
+        &self,
+        connection: &mut PgConnection,
+        cursor: &str,
+        limit: u32,
+        lease: Duration,
+        rows: &mut Vec<ClaimedRow>,
+    ) -> Result<String, StoreError> {
+        let result = sqlx::query(self.statements.outbox_claim_keyed.clone())
+            .bind(cursor)
+            .bind(limit as i32)
+            .bind(millis(lease))
+            .bind(SCAN_BOUND)
+            .fetch_all(&mut *connection)
+            .await
+            .map_err(|e| store_error("claim", e))?;
+        let mut next_cursor = String::new();
+        for row in &result {
+            let last_key: Option<String> = row
+                .try_get("last_key")
+                .map_err(|e| store_error("claim", e))?;
+            let walked: i32 = row.try_get("walked").map_err(|e| store_error("claim", e))?;
+            let ready: i32 = row.try_get("ready").map_err(|e| store_error("claim", e))?;
+            // The walk stopped early (enough ready heads, or the scan bound): continue after its last
+            // key next time. It ran out of keys: start again from the first key.
+            next_cursor = if ready >= limit as i32 || walked >= SCAN_BOUND {
+                last_key.unwrap_or_default()
+            } else {
+                String::new()
+            };
+            let id: Option<Uuid> = row.try_get("id").map_err(|e| store_error("claim", e))?;
+            if id.is_some() {
+                rows.push(claimed_row(row)?);
+            }
+        }
+        Ok(next_cursor)
+    }
+
+    async fn claim_unkeyed(
+        &self,
+        connection: &mut PgConnection,
+        limit: u32,
+        lease: Duration,
+        rows: &mut Vec<ClaimedRow>,
+    ) -> Result<(), StoreError> {
+        if limit == 0 {
+            return Ok(());
+        }
+        let result = sqlx::query(self.statements.outbox_claim_unkeyed.clone())
+            .bind(limit as i32)
+            .bind(millis(lease))
+            .fetch_all(&mut *connection)
+            .await
+            .map_err(|e| store_error("claim", e))?;
+        for row in &result {
+            rows.push(claimed_row(row)?);
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl OutboxStore for PgOutboxStore {
+    async fn claim(&self, request: &ClaimRequest) -> Result<Claim, StoreError> {
+        let mut connection = self.connection("claim").await?;
+        let connection: &mut PgConnection = &mut connection;
+        let limit = request.limit.max(1);
+        let mut rows = Vec::with_capacity(limit as usize);
+        let unkeyed_first = self.unkeyed_first.fetch_xor(true, Ordering::Relaxed);
+        if unkeyed_first {
+            self.claim_unkeyed(connection, limit, request.lease, &mut rows)
+                .await?;
+        }
+        let mut remaining = limit.saturating_sub(rows.len() as u32);
+        let mut cursor = request.key_cursor.clone();
+        if remaining > 0 {
+            let started_at = cursor.clone();
+            cursor = self
+                .claim_keyed(connection, &started_at, remaining, request.lease, &mut rows)
+                .await?;
+            remaining = limit.saturating_sub(rows.len() as u32);
+            // The walk reached the last key before filling the batch: wrap around once, so the keys
+            // before the cursor get their turn in this claim rather than the next.
+            if remaining > 0 && cursor.is_empty() && !started_at.is_empty() {
+                cursor = self
+                    .claim_keyed(connection, "", remaining, request.lease, &mut rows)
+                    .await?;
+            }
+        }
+        if !unkeyed_first {
+            let remaining = limit.saturating_sub(rows.len() as u32);
+            self.claim_unkeyed(connection, remaining, request.lease, &mut rows)
+                .await?;
+        }
+        Ok(Claim {
+            rows,
+            next_key_cursor: cursor,
+        })
+    }
+
+    async fn renew(&self, held: &[(Uuid, Uuid)], lease: Duration) -> Result<Vec<bool>, StoreError> {
+        let (ids, tokens): (Vec<Uuid>, Vec<Uuid>) = held.iter().copied().unzip();
+        let mut connection = self.connection("renew").await?;
+        let renewed: Vec<Uuid> = sqlx::query_scalar(self.statements.outbox_renew.clone())
+            .bind(&ids)
+            .bind(&tokens)
+            .bind(millis(lease))
+            .fetch_all(&mut *connection)
+            .await
+            .map_err(|e| store_error("renew", e))?;
+        let renewed: HashSet<Uuid> = renewed.into_iter().collect();
+        Ok(ids.iter().map(|id| renewed.contains(id)).collect())
+    }
+
+    async fn finish(&self, writes: &[FencedFinish]) -> Result<Vec<bool>, StoreError> {
+        let mut ids = Vec::with_capacity(writes.len());
+        let mut tokens = Vec::with_capacity(writes.len());
+        let mut states = Vec::with_capacity(writes.len());
+        let mut attempts: Vec<Option<i32>> = Vec::with_capacity(writes.len());
+        let mut delays: Vec<Option<i64>> = Vec::with_capacity(writes.len());
+        let mut errors: Vec<Option<String>> = Vec::with_capacity(writes.len());
+        for write in writes {
+            ids.push(write.id);
+            tokens.push(write.claim_token);
+            match &write.finish {
+                Finish::Sent => {
+                    states.push("sent");
+                    attempts.push(None);
+                    delays.push(None);
+                    errors.push(None);
+                }
+                Finish::Retry {
+                    attempt,
+                    delay,
+                    error,
+                } => {
+                    states.push("pending");
+                    attempts.push(Some(*attempt));
+                    delays.push(Some(millis(*delay)));
+                    errors.push(Some(error.clone()));
+                }
+                Finish::Dead { error } => {
+                    states.push("dead");
+                    attempts.push(None);
+                    delays.push(None);
+                    errors.push(Some(error.clone()));
+                }
+            }
+        }
+        let mut connection = self.connection("finish").await?;
+        let changed: Vec<Uuid> = sqlx::query_scalar(self.statements.outbox_finish.clone())
+            .bind(&ids)
+            .bind(&tokens)
+            .bind(&states)
+            .bind(&attempts)
+            .bind(&delays)
+            .bind(&errors)
+            .fetch_all(&mut *connection)
+            .await
+            .map_err(|e| store_error("finish", e))?;
+        let changed: HashSet<Uuid> = changed.into_iter().collect();
+        Ok(ids.iter().map(|id| changed.contains(id)).collect())
+    }
+
+    async fn reclaim_expired(&self) -> Result<u64, StoreError> {
+        // Rows claimed before leases existed have none: count their lease from the claim time, with
+        // the longest lease QueueBox would have given (the default five minutes).
+        let mut connection = self.connection("reclaim").await?;
+        let result = sqlx::query(self.statements.outbox_reclaim.clone())
+            .bind(300_000_i64)
+            .execute(&mut *connection)
+            .await
+            .map_err(|e| store_error("reclaim", e))?;
+        Ok(result.rows_affected())
+    }
+
+    async fn pending_stats(&self) -> Result<PendingStats, StoreError> {
+        let mut connection = self.connection("pending gauges").await?;
+        let rows = sqlx::query(self.statements.outbox_pending_stats.clone())
+            .fetch_all(&mut *connection)
+            .await
+            .map_err(|e| store_error("pending gauges", e))?;
+        let mut stats = PendingStats::default();
+        let mut oldest = 0.0_f64;
+        for row in &rows {
+            let topic: String = row
+                .try_get("topic")
+                .map_err(|e| store_error("pending gauges", e))?;
+            let pending: i64 = row
+                .try_get("pending")
+                .map_err(|e| store_error("pending gauges", e))?;
+            let age: Option<f64> = row
+                .try_get("oldest_age_seconds")
+                .map_err(|e| store_error("pending gauges", e))?;
+            stats.pending += pending.max(0) as u64;
+            oldest = oldest.max(age.unwrap_or(0.0));
+            stats.pending_by_topic.push((topic, pending.max(0) as u64));
+        }
+        stats.oldest_pending_age = Duration::from_secs_f64(oldest.max(0.0));
+        Ok(stats)
+    }
+}
+
+fn claimed_row(row: &PgRow) -> Result<ClaimedRow, StoreError> {
+    let get_err = |e: sqlx::Error| store_error("claim", e);
+    let headers_text: String = row.try_get("headers").map_err(get_err)?;
+    Ok(ClaimedRow {
+        id: row.try_get("id").map_err(get_err)?,
+        claim_token: row.try_get("claim_token").map_err(get_err)?,
+        topic: row.try_get("topic").map_err(get_err)?,
+        key: row.try_get("key").map_err(get_err)?,
+        aggregate_type: row.try_get("aggregate_type").map_err(get_err)?,
+        payload: row.try_get("payload").map_err(get_err)?,
+        headers: header_pairs(&headers_text),
+        attempt: row.try_get("attempt").map_err(get_err)?,
+        max_attempts: row.try_get("max_attempts").map_err(get_err)?,
+        sequence: row.try_get("sequence").map_err(get_err)?,
+    })
+}
+
+/// The row's `headers` object as (name, value) pairs in stored order. The column should hold string
+/// values; a number or boolean is sent as its JSON text, and anything that is not an object yields
+/// no headers rather than a failed delivery.
+fn header_pairs(text: &str) -> Vec<(String, String)> {
+    match serde_json::from_str::<serde_json::Value>(text) {
+        Ok(serde_json::Value::Object(map)) => map
+            .into_iter()
+            .filter_map(|(name, value)| match value {
+                serde_json::Value::String(s) => Some((name, s)),
+                serde_json::Value::Null => None,
+                other => Some((name, other.to_string())),
+            })
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+fn millis(duration: Duration) -> i64 {
+    i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
+}
+
+fn pool_error(operation: &'static str, error: PostgresError) -> StoreError {
+    StoreError {
+        operation,
+        reason: error.to_string(),
+    }
+}
+
+fn store_error(operation: &'static str, error: sqlx::Error) -> StoreError {
+    StoreError {
+        operation,
+        reason: error.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::header_pairs;
+
+    #[test]
+    fn headers_keep_their_order_and_stringify_scalars() {
+        assert_eq!(
+            header_pairs(r#"{"X-B":"2","X-A":"1","X-N":3,"X-Null":null}"#),
+            vec![
+                ("X-B".to_owned(), "2".to_owned()),
+                ("X-A".to_owned(), "1".to_owned()),
+                ("X-N".to_owned(), "3".to_owned())
+            ]
+        );
+        assert!(header_pairs("[]").is_empty());
+        assert!(header_pairs("not json").is_empty());
+    }
+}

@@ -1,0 +1,172 @@
+//! The connection pool: sqlx's `PgPool` behind a wrapper that measures every acquire and release.
+//!
+//! Code of this crate (and of later statements) takes connections through [`Pool::acquire`], so
+//! the HikariCP-named metrics of [`crate::pool_metrics`] see them. [`Pool::sqlx`] hands out the raw
+//! pool for code that needs an executor; it works, but is not measured.
+
+use std::ops::{Deref, DerefMut};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use queuebox_ports::metrics::MAIN_POOL_NAME;
+use sqlx::pool::PoolConnection;
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::{PgConnection, PgPool, Postgres};
+use tokio::task::JoinHandle;
+
+use crate::error::PostgresError;
+use crate::pool_metrics::PoolMetrics;
+
+/// HikariCP's `minimumIdle` counterpart. The pool opens connections on demand, up to `poolSize`,
+/// and closes idle ones after ten minutes (sqlx's default, the same as HikariCP's).
+pub(crate) const MIN_CONNECTIONS: u32 = 0;
+
+/// How often the sampler refreshes the size gauges and the `_max` windows.
+const SAMPLE_EVERY: Duration = Duration::from_secs(1);
+
+tokio::task_local! {
+    /// When the acquire running in this task started; read by the `after_connect` hook to time
+    /// the creation of a physical connection (the hook runs inside that acquire's poll).
+    static ACQUIRE_STARTED: Instant;
+}
+
+/// The measured connection pool. Cloning shares the pool.
+#[derive(Debug, Clone)]
+pub struct Pool {
+    inner: PgPool,
+    metrics: Arc<PoolMetrics>,
+    sampler: Arc<SamplerHandle>,
+}
+
+#[derive(Debug)]
+struct SamplerHandle(JoinHandle<()>);
+
+impl Drop for SamplerHandle {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+impl Pool {
+    /// Builds a pool that opens its connections on first use with `connect`.
+    pub(crate) fn new(connect: PgConnectOptions, size: u32, acquire_timeout: Duration) -> Self {
+        let metrics = Arc::new(PoolMetrics::new(MAIN_POOL_NAME, MIN_CONNECTIONS, size));
+        metrics.register();
+        let on_connect = Arc::clone(&metrics);
+        let inner = PgPoolOptions::new()
+            .max_connections(size)
+            .min_connections(MIN_CONNECTIONS)
+            .acquire_timeout(acquire_timeout)
+            .after_connect(move |_connection, _meta| {
+                if let Ok(started) = ACQUIRE_STARTED.try_with(|started| *started) {
+                    on_connect.created(started.elapsed());
+                }
+                Box::pin(async { Ok(()) })
+            })
+            .connect_lazy_with(connect);
+        let sampler = tokio::spawn(sample(inner.clone(), Arc::clone(&metrics)));
+        Self {
+            inner,
+            metrics,
+            sampler: Arc::new(SamplerHandle(sampler)),
+        }
+    }
+
+    /// A connection from the pool, waiting at most `database.connectionTimeoutMs`.
+    ///
+    /// # Errors
+    /// [`PostgresError::PoolTimedOut`] when no connection became free in time (counted in
+    /// `hikaricp_connections_timeout_total`), or the error that opening a connection gave.
+    pub async fn acquire(&self) -> Result<PooledConnection, PostgresError> {
+        let started = Instant::now();
+        let result = {
+            let _pending = self.metrics.start_pending();
+            ACQUIRE_STARTED.scope(started, self.inner.acquire()).await
+        };
+        self.sample();
+        match result {
+            Ok(connection) => {
+                self.metrics.acquired(started.elapsed());
+                Ok(PooledConnection {
+                    connection,
+                    acquired_at: Instant::now(),
+                    pool: self.clone(),
+                })
+            }
+            Err(sqlx::Error::PoolTimedOut) => {
+                self.metrics.timed_out();
+                Err(PostgresError::PoolTimedOut)
+            }
+            Err(error) => Err(error.into()),
+        }
+    }
+
+    /// The raw sqlx pool, for an executor; its acquires are not measured.
+    pub fn sqlx(&self) -> &PgPool {
+        &self.inner
+    }
+
+    /// Closes every connection and waits for the borrowed ones to come back.
+    pub async fn close(&self) {
+        self.inner.close().await;
+        self.sampler.0.abort();
+        self.sample();
+    }
+
+    /// Whether [`Pool::close`] ran.
+    pub fn is_closed(&self) -> bool {
+        self.inner.is_closed()
+    }
+
+    fn sample(&self) {
+        self.metrics
+            .sample(self.inner.size(), self.inner.num_idle());
+    }
+}
+
+async fn sample(pool: PgPool, metrics: Arc<PoolMetrics>) {
+    let mut ticks = tokio::time::interval(SAMPLE_EVERY);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticks.tick().await;
+        metrics.sample(pool.size(), pool.num_idle());
+    }
+}
+
+/// A connection taken from [`Pool`]; returning it (drop) records its usage time.
+#[derive(Debug)]
+pub struct PooledConnection {
+    connection: PoolConnection<Postgres>,
+    acquired_at: Instant,
+    pool: Pool,
+}
+
+impl PooledConnection {
+    /// Closes the physical connection instead of returning it, for a session whose state is
+    /// uncertain (for example a session lock that could not be released).
+    pub fn close(mut self) {
+        self.connection.close_on_drop();
+    }
+}
+
+impl Deref for PooledConnection {
+    type Target = PgConnection;
+
+    fn deref(&self) -> &PgConnection {
+        &self.connection
+    }
+}
+
+impl DerefMut for PooledConnection {
+    fn deref_mut(&mut self) -> &mut PgConnection {
+        &mut self.connection
+    }
+}
+
+impl Drop for PooledConnection {
+    fn drop(&mut self) {
+        self.pool.metrics.released(self.acquired_at.elapsed());
+        // The connection itself goes back (or closes) when the field drops, right after this.
+        self.pool.sample();
+    }
+}

@@ -1,0 +1,248 @@
+//! The outbox dispatcher: claim due rows, route each, publish with bounded concurrency, and finish
+//! each row with a fenced write. Every replica runs one; the database keeps them apart.
+//!
+//! ```text
+//!  claim loop ──rows──► publish tasks (≤ concurrency) ──finish──► finisher (batched fenced writes)
+//!       ▲                                                          │ wakes the claim loop: a finished
+//!       └──────────────────────────────────────────────────────────┘ head releases its key at once
+//!  maintenance: renew leases every lease/3, reclaim expired claims every lease/5, pending gauges
+//! ```
+
+mod decide;
+mod finisher;
+mod health;
+mod held;
+mod maintenance;
+mod options;
+mod routes;
+
+pub use health::PollerHealth;
+pub use options::DispatcherOptions;
+pub use routes::{DestinationEntry, DestinationSpec, RouteError, RouteTable};
+
+use crate::lifecycle::StopSignal;
+use crate::telemetry::OutboxMetrics;
+use finisher::Pending;
+use held::Held;
+use maintenance::Maintenance;
+use queuebox_domain::outbox::DeliveryOutcome;
+use queuebox_ports::health::HealthCheck;
+use queuebox_ports::outbox::{ClaimRequest, ClaimedRow, FencedFinish, OutboxStore};
+use queuebox_ports::publish::OutboundMessage;
+use std::sync::Arc;
+use std::time::Instant;
+use tokio::sync::{Notify, Semaphore, mpsc};
+use tokio::task::JoinSet;
+
+/// One replica's outbox dispatcher.
+pub struct Dispatcher {
+    store: Arc<dyn OutboxStore>,
+    routes: Arc<RouteTable>,
+    options: DispatcherOptions,
+    health: Arc<PollerHealth>,
+}
+
+/// What every publish task shares.
+struct Shared {
+    routes: Arc<RouteTable>,
+    held: Arc<Held>,
+    metrics: Arc<OutboxMetrics>,
+    options: DispatcherOptions,
+    finishes: mpsc::UnboundedSender<Pending>,
+}
+
+impl Dispatcher {
+    /// A dispatcher over `store`, delivering through `routes`.
+    pub fn new(
+        store: Arc<dyn OutboxStore>,
+        routes: Arc<RouteTable>,
+        options: DispatcherOptions,
+    ) -> Self {
+        Self {
+            store,
+            routes,
+            options,
+            health: Arc::new(PollerHealth::default()),
+        }
+    }
+
+    /// The `outbox-poller` health component.
+    pub fn health_check(&self) -> Arc<dyn HealthCheck> {
+        Arc::clone(&self.health) as Arc<dyn HealthCheck>
+    }
+
+    /// Runs until `stop` fires, then stops claiming, waits up to `outbox.shutdownTimeoutMs` for the
+    /// publishes in flight, writes their finishes, and returns. Rows still in flight after the bound
+    /// stay `processing`; the reclaim step of any replica returns them once their lease passes.
+    pub async fn run(self, mut stop: StopSignal) {
+        let metrics = Arc::new(OutboxMetrics::new());
+        let held = Arc::new(Held::default());
+        let permits = Arc::new(Semaphore::new(self.options.concurrency.max(1) as usize));
+        let written = Arc::new(Notify::new());
+        let (finish_tx, finish_rx) = mpsc::unbounded_channel();
+        let finisher = tokio::spawn(finisher::run(
+            Arc::clone(&self.store),
+            finish_rx,
+            Arc::clone(&metrics),
+            Arc::clone(&written),
+        ));
+        let (maintenance_stop, maintenance_stopped) = tokio::sync::oneshot::channel::<()>();
+        let maintenance = tokio::spawn(
+            Maintenance {
+                store: Arc::clone(&self.store),
+                held: Arc::clone(&held),
+                routes: Arc::clone(&self.routes),
+                metrics: Arc::clone(&metrics),
+                lease: self.options.lease,
+                renew_every: self.options.renew_interval(),
+                reclaim_every: self.options.reclaim_interval(),
+                gauges_every: self.options.pending_gauge_interval,
+            }
+            .run(async move {
+                let _ = maintenance_stopped.await;
+            }),
+        );
+        let shared = Arc::new(Shared {
+            routes: Arc::clone(&self.routes),
+            held: Arc::clone(&held),
+            metrics: Arc::clone(&metrics),
+            options: self.options.clone(),
+            finishes: finish_tx,
+        });
+
+        let mut publishes = JoinSet::new();
+        let mut cursor = String::new();
+        let batch = self.options.batch_size.max(1) as usize;
+        'claiming: while !stop.is_stopping() {
+            // Reap finished publish tasks so the set does not grow.
+            while publishes.try_join_next().is_some() {}
+            let room = batch.saturating_sub(held.len());
+            let mut full = false;
+            if room > 0 {
+                let request = ClaimRequest {
+                    limit: room as u32,
+                    lease: self.options.lease,
+                    key_cursor: cursor.clone(),
+                };
+                match self.store.claim(&request).await {
+                    Ok(claim) => {
+                        self.health.claim_succeeded();
+                        cursor = claim.next_key_cursor;
+                        full = claim.rows.len() >= room;
+                        for row in claim.rows {
+                            held.insert(row.id, row.claim_token);
+                            let permit = tokio::select! {
+                                permit = Arc::clone(&permits).acquire_owned() => permit,
+                                _ = stop.stopped() => break 'claiming,
+                            };
+                            let Ok(permit) = permit else { break 'claiming };
+                            let shared = Arc::clone(&shared);
+                            publishes.spawn(async move {
+                                deliver(row, &shared).await;
+                                drop(permit);
+                            });
+                        }
+                    }
+                    Err(error) => {
+                        tracing::warn!(%error, "claiming outbox rows failed");
+                        self.health.claim_failed(error.to_string());
+                    }
+                }
+            }
+            if full {
+                continue;
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(self.options.poll_interval) => {}
+                _ = written.notified() => {}
+                _ = stop.stopped() => break,
+            }
+        }
+
+        tracing::info!(in_flight = publishes.len(), "outbox dispatcher stopping");
+        let drained = tokio::time::timeout(self.options.shutdown_timeout, async {
+            while publishes.join_next().await.is_some() {}
+        })
+        .await;
+        if drained.is_err() {
+            tracing::warn!(
+                left = publishes.len(),
+                "publishes still in flight after outbox.shutdownTimeoutMs; their rows stay processing until the lease passes"
+            );
+            publishes.abort_all();
+        }
+        // Dropping the last sender lets the finisher write what it holds and end.
+        drop(shared);
+        let _ = finisher.await;
+        let _ = maintenance_stop.send(());
+        let _ = maintenance.await;
+        self.health.stopped();
+        tracing::info!("outbox dispatcher stopped");
+    }
+}
+
+/// Routes, publishes and decides the end of one row, then hands the fenced write to the finisher.
+async fn deliver(row: ClaimedRow, shared: &Shared) {
+    let started = Instant::now();
+    if shared.held.is_lost(&row.id) {
+        // A renewal already found the claim gone: another replica owns the row now.
+        shared.metrics.claims_lost.increment(1);
+        shared.held.remove(&row.id);
+        return;
+    }
+    let outcome = match shared.routes.resolve(&row.topic) {
+        Err(outcome) => outcome,
+        Ok(destination) => {
+            // resolve() only returns destinations that have a publisher.
+            let Some(publisher) = destination.publisher.as_ref() else {
+                return;
+            };
+            let message = outbound(&row);
+            let publish_started = Instant::now();
+            let result = publisher.publish(&message).await;
+            destination
+                .metrics
+                .publish
+                .record(publish_started.elapsed());
+            match result {
+                Ok(()) => {
+                    destination.metrics.success.increment(1);
+                    DeliveryOutcome::Delivered
+                }
+                Err(error) => {
+                    destination.metrics.failure.increment(1);
+                    DeliveryOutcome::Failed {
+                        reason: error.reason,
+                    }
+                }
+            }
+        }
+    };
+    let finish = decide::finish_for(&row, outcome, &shared.options);
+    shared.metrics.processing.record(started.elapsed());
+    let held = Arc::clone(&shared.held);
+    let id = row.id;
+    let pending = Pending {
+        write: FencedFinish {
+            id: row.id,
+            claim_token: row.claim_token,
+            finish,
+        },
+        on_written: Box::new(move || held.remove(&id)),
+    };
+    if shared.finishes.send(pending).is_err() {
+        tracing::error!(id = %row.id, "the finisher has stopped; the row returns after its lease");
+    }
+}
+
+fn outbound(row: &ClaimedRow) -> OutboundMessage {
+    OutboundMessage {
+        id: row.id.to_string(),
+        topic: row.topic.clone(),
+        key: row.key.clone(),
+        aggregate_type: row.aggregate_type.clone(),
+        payload: row.payload.clone(),
+        headers: row.headers.clone(),
+        attempt: row.attempt,
+    }
+}

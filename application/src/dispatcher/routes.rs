@@ -1,0 +1,105 @@
+//! The routes and destinations as the dispatcher uses them: the domain router (first match wins)
+//! plus, per destination, its publisher and its metrics.
+
+use crate::telemetry::DestinationMetrics;
+use queuebox_domain::outbox::DeliveryOutcome;
+use queuebox_domain::router::{RouteSpec, Router, RouterError};
+use queuebox_ports::publish::Publisher;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+pub use queuebox_domain::router::RouterError as RouteError;
+
+/// One configured destination.
+pub struct DestinationEntry {
+    /// The destination name (its key under `destinations`).
+    pub name: String,
+    /// Its kind: `http`, `rabbitmq`, `kafka` or `nats`.
+    pub kind: &'static str,
+    /// The publisher, or `None` when this binary has none for the kind (rows to it go dead).
+    pub publisher: Option<Arc<dyn Publisher>>,
+    pub(crate) metrics: DestinationMetrics,
+}
+
+/// A destination as the wiring hands it over.
+pub struct DestinationSpec {
+    /// The destination name (its key under `destinations`).
+    pub name: String,
+    /// Its kind: `http`, `rabbitmq`, `kafka` or `nats`.
+    pub kind: &'static str,
+    /// The publisher, or `None` when this binary has none for the kind.
+    pub publisher: Option<Arc<dyn Publisher>>,
+}
+
+/// Topic -> destination, built once at start.
+pub struct RouteTable {
+    router: Router,
+    destinations: Vec<DestinationEntry>,
+    by_name: HashMap<String, usize>,
+}
+
+impl RouteTable {
+    /// Builds the table; an unknown destination name or a refused pattern is an error naming the route.
+    pub fn new(
+        routes: &[RouteSpec],
+        destinations: Vec<DestinationSpec>,
+    ) -> Result<Self, RouterError> {
+        let router = Router::new(routes, destinations.iter().map(|d| d.name.as_str()))?;
+        let destinations: Vec<DestinationEntry> = destinations
+            .into_iter()
+            .map(|spec| DestinationEntry {
+                metrics: DestinationMetrics::new(&spec.name, spec.kind),
+                name: spec.name,
+                kind: spec.kind,
+                publisher: spec.publisher,
+            })
+            .collect();
+        let by_name = destinations
+            .iter()
+            .enumerate()
+            .map(|(index, d)| (d.name.clone(), index))
+            .collect();
+        Ok(Self {
+            router,
+            destinations,
+            by_name,
+        })
+    }
+
+    /// The destination of `topic`, or the outcome that sends the row to `dead` when nothing can take it.
+    pub(crate) fn resolve(&self, topic: &str) -> Result<&DestinationEntry, DeliveryOutcome> {
+        let found = self
+            .router
+            .route(topic)
+            .and_then(|m| self.by_name.get(m.destination))
+            .and_then(|index| self.destinations.get(*index));
+        match found {
+            Some(destination) if destination.publisher.is_some() => Ok(destination),
+            Some(destination) => Err(DeliveryOutcome::NoPublisher {
+                destination: destination.name.clone(),
+                destination_type: destination.kind.to_owned(),
+            }),
+            None => Err(DeliveryOutcome::NoRoute {
+                topic: topic.to_owned(),
+            }),
+        }
+    }
+
+    /// Sets `queuebox_outbox_queue_depth{destination}` from pending counts per topic.
+    pub(crate) fn set_queue_depths(&self, pending_by_topic: &[(String, u64)]) {
+        let mut depth = vec![0u64; self.destinations.len()];
+        for (topic, count) in pending_by_topic {
+            if let Some(index) = self
+                .router
+                .route(topic)
+                .and_then(|m| self.by_name.get(m.destination))
+                && let Some(slot) = depth.get_mut(*index)
+            {
+                *slot += count;
+            }
+        }
+        for (destination, count) in self.destinations.iter().zip(depth) {
+            destination.metrics.queue_depth.set(count as f64);
+        }
+    }
+}

@@ -1,0 +1,153 @@
+//! Typed metric events of the application. Every metric this crate records goes through here, with
+//! its name taken from `queuebox_ports::metrics`, so the scrape matches the documented names.
+
+use queuebox_ports::metrics as names;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// How long a `_max` gauge remembers its largest value before it starts again.
+const MAX_WINDOW: Duration = Duration::from_secs(60);
+
+/// The largest value seen in the current window, mirrored into a `_max` gauge.
+pub struct WindowMax {
+    state: Mutex<(Instant, f64)>,
+    gauge: metrics::Gauge,
+}
+
+impl WindowMax {
+    /// Tracks the maximum for `gauge`.
+    pub fn new(gauge: metrics::Gauge) -> Self {
+        Self {
+            state: Mutex::new((Instant::now(), 0.0)),
+            gauge,
+        }
+    }
+
+    /// Records one observation.
+    pub fn record(&self, value: f64) {
+        let Ok(mut state) = self.state.lock() else {
+            return;
+        };
+        let now = Instant::now();
+        if now.duration_since(state.0) > MAX_WINDOW {
+            *state = (now, 0.0);
+        }
+        if value > state.1 {
+            state.1 = value;
+        }
+        self.gauge.set(state.1);
+    }
+}
+
+/// A summary and its `_max` gauge.
+pub struct Timer {
+    summary: metrics::Histogram,
+    max: WindowMax,
+}
+
+impl Timer {
+    fn new(summary: metrics::Histogram, max: metrics::Gauge) -> Self {
+        Self {
+            summary,
+            max: WindowMax::new(max),
+        }
+    }
+
+    /// Records one duration.
+    pub fn record(&self, took: Duration) {
+        let seconds = took.as_secs_f64();
+        self.summary.record(seconds);
+        self.max.record(seconds);
+    }
+}
+
+/// The outbox metrics, registered once per dispatcher so the hot path does no name lookups.
+pub struct OutboxMetrics {
+    /// `queuebox_outbox_messages_total{status="sent"}`.
+    pub sent: metrics::Counter,
+    /// `queuebox_outbox_messages_total{status="failed"}`.
+    pub failed: metrics::Counter,
+    /// `queuebox_outbox_messages_total{status="dead"}`.
+    pub dead: metrics::Counter,
+    /// `queuebox_outbox_messages_reclaimed_total`.
+    pub reclaimed: metrics::Counter,
+    /// `queuebox_claims_lost_total{component="outbox"}`.
+    pub claims_lost: metrics::Counter,
+    /// `queuebox_outbox_process_errors_total`.
+    pub process_errors: metrics::Counter,
+    /// `queuebox_outbox_messages_pending`.
+    pub pending: metrics::Gauge,
+    /// `queuebox_outbox_oldest_pending_age_seconds`.
+    pub oldest_pending_age: metrics::Gauge,
+    /// `queuebox_outbox_processing_duration_seconds` and its `_max`.
+    pub processing: Timer,
+}
+
+impl Default for OutboxMetrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl OutboxMetrics {
+    /// Registers the fixed-label outbox metrics.
+    pub fn new() -> Self {
+        let status = |value: &'static str| metrics::counter!(names::OUTBOX_MESSAGES_TOTAL, "status" => value);
+        Self {
+            sent: status("sent"),
+            failed: status("failed"),
+            dead: status("dead"),
+            reclaimed: metrics::counter!(names::OUTBOX_MESSAGES_RECLAIMED_TOTAL),
+            claims_lost: metrics::counter!(names::CLAIMS_LOST_TOTAL, "component" => "outbox"),
+            process_errors: metrics::counter!(names::OUTBOX_PROCESS_ERRORS_TOTAL),
+            pending: metrics::gauge!(names::OUTBOX_MESSAGES_PENDING),
+            oldest_pending_age: metrics::gauge!(names::OUTBOX_OLDEST_PENDING_AGE_SECONDS),
+            processing: Timer::new(
+                metrics::histogram!(names::OUTBOX_PROCESSING_DURATION_SECONDS),
+                metrics::gauge!(max_name(names::OUTBOX_PROCESSING_DURATION_SECONDS)),
+            ),
+        }
+    }
+}
+
+/// The per-destination metrics, registered when the destination is wired.
+pub struct DestinationMetrics {
+    /// `queuebox_outbox_destination_messages_total{destination, outcome="success"}`.
+    pub success: metrics::Counter,
+    /// `queuebox_outbox_destination_messages_total{destination, outcome="failure"}`.
+    pub failure: metrics::Counter,
+    /// `queuebox_outbox_queue_depth{destination}`.
+    pub queue_depth: metrics::Gauge,
+    /// `queuebox_outbox_publish_duration_seconds{destination_type}` and its `_max`.
+    pub publish: Timer,
+}
+
+impl DestinationMetrics {
+    /// Registers the metrics of one destination.
+    pub fn new(destination: &str, destination_type: &'static str) -> Self {
+        let outcome = |value: &'static str| {
+            metrics::counter!(
+                names::OUTBOX_DESTINATION_MESSAGES_TOTAL,
+                "destination" => destination.to_owned(),
+                "outcome" => value
+            )
+        };
+        Self {
+            success: outcome("success"),
+            failure: outcome("failure"),
+            queue_depth: metrics::gauge!(names::OUTBOX_QUEUE_DEPTH, "destination" => destination.to_owned()),
+            publish: Timer::new(
+                metrics::histogram!(names::OUTBOX_PUBLISH_DURATION_SECONDS, "destination_type" => destination_type),
+                metrics::gauge!(
+                    max_name(names::OUTBOX_PUBLISH_DURATION_SECONDS),
+                    "destination_type" => destination_type
+                ),
+            ),
+        }
+    }
+}
+
+/// `<name>_max`, the gauge beside a summary.
+fn max_name(summary: &str) -> String {
+    format!("{summary}{}", names::MAX_SUFFIX)
+}

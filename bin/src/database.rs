@@ -1,0 +1,67 @@
+//! The database backend chosen by `database.type`, among those compiled in.
+
+use anyhow::Context as _;
+use queuebox_ports::database::{DatabaseKind, DatabaseOptions};
+use queuebox_ports::health::HealthCheck;
+use std::sync::Arc;
+
+/// An open, prepared database of one of the compiled-in kinds.
+pub enum Database {
+    /// PostgreSQL through sqlx.
+    #[cfg(feature = "postgres")]
+    Postgres(queuebox_postgres::PostgresDatabase),
+}
+
+impl Database {
+    /// Waits for the database (up to `database.startupTimeoutMs`) and opens the pool.
+    pub async fn connect(options: &DatabaseOptions) -> anyhow::Result<Self> {
+        match options.target.kind {
+            DatabaseKind::Postgresql => connect_postgres(options).await,
+            DatabaseKind::Sqlserver => anyhow::bail!(
+                "database.type is sqlserver, and SQL Server support is not implemented yet in this version"
+            ),
+        }
+    }
+
+    /// Applies the migrations (when `database.migrate` is true) and checks the required columns.
+    pub async fn prepare(&self) -> anyhow::Result<()> {
+        match self {
+            #[cfg(feature = "postgres")]
+            Database::Postgres(db) => db
+                .prepare()
+                .await
+                .context("preparing the PostgreSQL schema"),
+        }
+    }
+
+    /// The `database` health component.
+    pub fn health_check(&self) -> Arc<dyn HealthCheck> {
+        match self {
+            #[cfg(feature = "postgres")]
+            Database::Postgres(db) => db.health_check(),
+        }
+    }
+
+    /// Closes the pool; waits for connections in use to come back.
+    pub async fn close(self) {
+        match self {
+            #[cfg(feature = "postgres")]
+            Database::Postgres(db) => db.close().await,
+        }
+    }
+}
+
+#[cfg(feature = "postgres")]
+async fn connect_postgres(options: &DatabaseOptions) -> anyhow::Result<Database> {
+    let db = queuebox_postgres::connect(options)
+        .await
+        .with_context(|| format!("connecting to {}", options.target.display_url()))?;
+    Ok(Database::Postgres(db))
+}
+
+#[cfg(not(feature = "postgres"))]
+async fn connect_postgres(_options: &DatabaseOptions) -> anyhow::Result<Database> {
+    anyhow::bail!(
+        "database.type is postgresql, but this binary was built without the `postgres` feature"
+    )
+}

@@ -1,0 +1,86 @@
+//! `queuebox serve`: start every part in order, run until a stop signal, stop in the documented order.
+
+use crate::database::Database;
+use anyhow::Context as _;
+use queuebox_application::health::HealthRegistry;
+use queuebox_application::lifecycle::Workers;
+use queuebox_config::Settings;
+use queuebox_http::{HttpServer, Listeners, MetricsRender, ServerOptions};
+use std::future::Future;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How long the HTTP server waits for requests in flight at shutdown.
+const HTTP_DRAIN: Duration = Duration::from_secs(5);
+/// Extra time the worker group gets beyond `outbox.shutdownTimeoutMs` to write its last rows.
+const WORKER_STOP_MARGIN: Duration = Duration::from_secs(5);
+
+/// Binds the configured ports on every interface.
+pub async fn bind(settings: &Settings) -> anyhow::Result<Listeners> {
+    let bind = |port: u16| async move {
+        let addr = SocketAddr::from((Ipv4Addr::UNSPECIFIED, port));
+        tokio::net::TcpListener::bind(addr)
+            .await
+            .with_context(|| format!("cannot listen on port {port}"))
+    };
+    let data = bind(settings.server.http_port).await?;
+    let management = match settings.server.management_port {
+        Some(port) => Some(bind(port).await?),
+        None => None,
+    };
+    Ok(Listeners { data, management })
+}
+
+/// Runs QueueBox until `stop` completes, then shuts down in order: HTTP (drain up to 5 s), workers
+/// (each finishing in-flight work within its own bound), then the database pool.
+pub async fn run(
+    settings: Settings,
+    listeners: Listeners,
+    metrics: MetricsRender,
+    stop: impl Future<Output = ()>,
+) -> anyhow::Result<()> {
+    let started = Instant::now();
+    let database = Database::connect(&settings.database_options()).await?;
+    database.prepare().await?;
+
+    let mut health = HealthRegistry::default();
+    health.register(database.health_check());
+
+    let workers = Workers::new();
+
+    let server = HttpServer::start(
+        listeners,
+        ServerOptions {
+            max_body_bytes: settings.inbox.max_body_bytes,
+        },
+        Arc::new(health),
+        metrics,
+    )
+    .await?;
+    tracing::info!(
+        data = %server.data_addr(),
+        management = ?server.management_addr(),
+        ready_in_ms = started.elapsed().as_millis() as u64,
+        "QueueBox is ready"
+    );
+
+    stop.await;
+
+    tracing::info!("stopping the HTTP server");
+    server.stop(HTTP_DRAIN).await;
+    tracing::info!("stopping the workers");
+    let aborted = workers
+        .stop(settings.outbox.shutdown_timeout + WORKER_STOP_MARGIN)
+        .await;
+    if !aborted.is_empty() {
+        tracing::warn!(
+            ?aborted,
+            "workers aborted at shutdown; their rows return after the lease"
+        );
+    }
+    tracing::info!("closing the database pool");
+    database.close().await;
+    tracing::info!("stopped");
+    Ok(())
+}

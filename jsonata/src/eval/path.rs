@@ -1,0 +1,613 @@
+//! Path evaluation: steps mapped over sequences with JSONata's flattening
+//! rules, tuple streams for `@`/`#`/`%`, predicates, sorting and grouping.
+
+use super::{Ctx, R, append};
+use crate::ast::{Kind, Node, SortTerm, Stage};
+use crate::error::{Error, Result};
+use crate::functions::boolean_of;
+use crate::value::{Flags, Items, Map, Tuple, Val};
+use std::rc::Rc;
+use std::sync::Arc;
+
+/// The input sequence of a path step, shared with the previous step's result
+/// rather than copied.
+pub(crate) enum Inputs {
+    Undefined,
+    One(Val),
+    Many(Rc<Items>),
+}
+
+impl Inputs {
+    fn len(&self) -> usize {
+        match self {
+            Inputs::Undefined | Inputs::One(_) => 1,
+            Inputs::Many(items) => items.len(),
+        }
+    }
+
+    fn get(&self, i: usize) -> Option<&Val> {
+        match self {
+            Inputs::Undefined => None,
+            Inputs::One(v) => Some(v),
+            Inputs::Many(items) => items.get(i),
+        }
+    }
+
+    fn defined(&self) -> Vec<Val> {
+        match self {
+            Inputs::Undefined => Vec::new(),
+            Inputs::One(v) => vec![v.clone()],
+            Inputs::Many(items) => items.to_vec(),
+        }
+    }
+
+    fn to_seq(&self) -> Val {
+        Val::seq(self.defined())
+    }
+}
+
+pub(crate) enum SortInput {
+    Items(Vec<Val>),
+    Tuples(Vec<Tuple>),
+}
+
+fn at_key() -> Arc<str> {
+    Arc::from("@")
+}
+
+fn tuple_get<'a>(t: &'a Tuple, k: &str) -> Option<&'a Val> {
+    t.iter().rev().find(|(n, _)| &**n == k).map(|(_, v)| v)
+}
+
+fn tuple_set(t: &mut Tuple, k: Arc<str>, v: Val) {
+    if let Some(slot) = t.iter_mut().find(|(n, _)| *n == k) {
+        slot.1 = v;
+    } else {
+        t.push((k, v));
+    }
+}
+
+impl Ctx {
+    pub(super) fn eval_path(
+        &mut self,
+        node: &Node,
+        steps: &[Node],
+        input: Option<&Val>,
+        env: usize,
+    ) -> R {
+        let first_is_var = matches!(steps.first().map(|s| &s.kind), Some(Kind::Variable(_)));
+        let mut inputs: Inputs = match input {
+            Some(Val::Arr(items, _)) if !first_is_var => Inputs::Many(items.clone()),
+            Some(v) => Inputs::One(v.clone()),
+            None => Inputs::Undefined,
+        };
+        let mut result: Val = Val::seq(Vec::new());
+        let mut tuples: Option<Vec<Tuple>> = None;
+        let mut tuple_mode = false;
+        let last_index = steps.len().saturating_sub(1);
+        for (i, step) in steps.iter().enumerate() {
+            if step.tuple {
+                tuple_mode = true;
+            }
+            if i == 0 && step.cons_array {
+                let seq = inputs.to_seq();
+                result = self
+                    .eval(step, Some(&seq), env)?
+                    .unwrap_or_else(|| Val::seq(Vec::new()));
+            } else if tuple_mode {
+                tuples = Some(self.tuple_step(step, &inputs, tuples.take(), env)?);
+            } else {
+                result = self.eval_step(step, &inputs, env, i == last_index)?;
+            }
+            if !tuple_mode && result.members().is_empty() && result.is_array() {
+                break;
+            }
+            if step.focus.is_none() {
+                inputs = match &result {
+                    Val::Arr(items, _) => Inputs::Many(items.clone()),
+                    other => Inputs::One(other.clone()),
+                };
+            }
+        }
+        if tuple_mode {
+            let ts = tuples.unwrap_or_default();
+            if let Some(g) = &node.group {
+                return Ok(Some(self.group(g, Some(Val::Tuples(Rc::new(ts))), env)?));
+            }
+            if node.tuple {
+                result = Val::Tuples(Rc::new(ts));
+            } else {
+                let mut out = Vec::with_capacity(ts.len());
+                for t in &ts {
+                    if let Some(v) = tuple_get(t, "@") {
+                        out.push(v.clone());
+                    }
+                }
+                result = Val::seq(out);
+            }
+        }
+        if node.keep_singleton {
+            if let Val::Arr(_, f) = &result
+                && f.has(Flags::CONS)
+                && !f.has(Flags::SEQ)
+            {
+                result = Val::seq(vec![result.clone()]);
+            }
+            result = result.with_flag(Flags::KEEP);
+        }
+        if let Some(g) = &node.group {
+            return Ok(Some(self.group(g, Some(result), env)?));
+        }
+        Ok(Some(result))
+    }
+
+    fn eval_step(&mut self, step: &Node, inputs: &Inputs, env: usize, last: bool) -> Result<Val> {
+        if let Kind::Sort(_) = step.kind {
+            let items = inputs.defined();
+            let mut r = Some(self.sort(step, SortInput::Items(items), env)?);
+            for stage in &step.stages {
+                if let Stage::Filter(p) = stage {
+                    r = self.filter(p, r, env)?;
+                }
+            }
+            return Ok(r.unwrap_or_else(|| Val::seq(Vec::new())));
+        }
+        let mut results: Vec<Val> = Vec::new();
+        for i in 0..inputs.len() {
+            let item = inputs.get(i);
+            let mut res = self.eval(step, item, env)?;
+            for stage in &step.stages {
+                if let Stage::Filter(p) = stage {
+                    res = self.filter(p, res, env)?;
+                }
+            }
+            if let Some(r) = res {
+                results.push(r);
+            }
+        }
+        if last
+            && results.len() == 1
+            && results.first().is_some_and(|r| r.is_array() && !r.is_seq())
+        {
+            return Ok(results.pop().unwrap_or(Val::Null));
+        }
+        let mut out = Vec::new();
+        for r in results {
+            match &r {
+                Val::Arr(items, f) if !f.has(Flags::CONS) => {
+                    self.budget.tick_n(items.len())?;
+                    out.extend(items.iter().cloned())
+                }
+                Val::Tuples(ts) => {
+                    for t in ts.iter() {
+                        if let Some(v) = tuple_get(t, "@") {
+                            out.push(v.clone());
+                        }
+                    }
+                }
+                _ => out.push(r),
+            }
+        }
+        Ok(Val::seq(out))
+    }
+
+    fn tuple_step(
+        &mut self,
+        step: &Node,
+        inputs: &Inputs,
+        tuples: Option<Vec<Tuple>>,
+        env: usize,
+    ) -> Result<Vec<Tuple>> {
+        if let Kind::Sort(_) = step.kind {
+            let sorted = match tuples {
+                Some(ts) => self.sort(step, SortInput::Tuples(ts), env)?,
+                None => {
+                    let items: Vec<Val> = inputs.defined();
+                    let sorted = self.sort(step, SortInput::Items(items), env)?;
+                    let mut ts = Vec::new();
+                    for (i, v) in sorted.members().iter().enumerate() {
+                        let mut t: Tuple = vec![(at_key(), v.clone())];
+                        if let Some(ix) = &step.index {
+                            t.push((ix.clone(), Val::Num(i as f64)));
+                        }
+                        ts.push(t);
+                    }
+                    Val::Tuples(Rc::new(ts))
+                }
+            };
+            let mut ts = match sorted {
+                Val::Tuples(ts) => Rc::try_unwrap(ts).unwrap_or_else(|rc| (*rc).clone()),
+                _ => Vec::new(),
+            };
+            ts = self.stages(&step.stages, ts, env)?;
+            return Ok(ts);
+        }
+        let tuples = match tuples {
+            Some(t) => t,
+            None => inputs
+                .defined()
+                .into_iter()
+                .map(|v| vec![(at_key(), v)])
+                .collect(),
+        };
+        let mut out: Vec<Tuple> = Vec::new();
+        for t in &tuples {
+            let step_env = self.frame_from_tuple(env, t)?;
+            let ctx_val = tuple_get(t, "@").cloned();
+            let res = self.eval(step, ctx_val.as_ref(), step_env)?;
+            let Some(res) = res else { continue };
+            match res {
+                Val::Tuples(rs) => {
+                    for r in rs.iter() {
+                        let mut nt = t.clone();
+                        for (k, v) in r.iter() {
+                            tuple_set(&mut nt, k.clone(), v.clone());
+                        }
+                        out.push(nt);
+                    }
+                }
+                other => {
+                    let items: Vec<Val> = match &other {
+                        Val::Arr(xs, _) => xs.iter().cloned().collect(),
+                        v => vec![v.clone()],
+                    };
+                    self.budget.tick_n(items.len())?;
+                    for (bb, item) in items.into_iter().enumerate() {
+                        let mut nt = t.clone();
+                        if let Some(f) = &step.focus {
+                            tuple_set(&mut nt, f.clone(), item);
+                        } else {
+                            tuple_set(&mut nt, at_key(), item);
+                        }
+                        if let Some(ix) = &step.index {
+                            tuple_set(&mut nt, ix.clone(), Val::Num(bb as f64));
+                        }
+                        if let (Some(label), Some(prev)) = (&step.label, tuple_get(t, "@")) {
+                            let prev = prev.clone();
+                            tuple_set(&mut nt, label.clone(), prev);
+                        }
+                        out.push(nt);
+                    }
+                }
+            }
+        }
+        self.stages(&step.stages, out, env)
+    }
+
+    fn stages(&mut self, stages: &[Stage], mut ts: Vec<Tuple>, env: usize) -> Result<Vec<Tuple>> {
+        for stage in stages {
+            match stage {
+                Stage::Filter(p) => {
+                    ts = match self.filter(p, Some(Val::Tuples(Rc::new(ts))), env)? {
+                        Some(Val::Tuples(r)) => {
+                            Rc::try_unwrap(r).unwrap_or_else(|rc| (*rc).clone())
+                        }
+                        _ => Vec::new(),
+                    };
+                }
+                Stage::Index(name) => {
+                    for (i, t) in ts.iter_mut().enumerate() {
+                        tuple_set(t, name.clone(), Val::Num(i as f64));
+                    }
+                }
+            }
+        }
+        Ok(ts)
+    }
+
+    pub(super) fn filter(&mut self, pred: &Node, input: Option<Val>, env: usize) -> R {
+        if let Some(Val::Tuples(ts)) = &input {
+            let mut out = Vec::new();
+            let len = ts.len();
+            if let Kind::Num(n) = pred.kind {
+                if let Some(t) = index_of(n, len).and_then(|i| ts.get(i)) {
+                    out.push(t.clone());
+                }
+                return Ok(Some(Val::Tuples(Rc::new(out))));
+            }
+            for (i, t) in ts.iter().enumerate() {
+                let fenv = self.frame_from_tuple(env, t)?;
+                let ctx = tuple_get(t, "@").cloned();
+                let res = self.eval(pred, ctx.as_ref(), fenv)?;
+                if predicate_selects(res.as_ref(), i, len) {
+                    out.push(t.clone());
+                }
+            }
+            return Ok(Some(Val::Tuples(Rc::new(out))));
+        }
+        let items: Vec<Val> = match &input {
+            None => return Ok(Some(Val::seq(Vec::new()))),
+            Some(Val::Arr(xs, _)) => xs.iter().cloned().collect(),
+            Some(v) => vec![v.clone()],
+        };
+        let len = items.len();
+        if let Kind::Num(n) = pred.kind
+            && pred.predicate.is_empty()
+        {
+            let mut out = Vec::new();
+            if let Some(item) = index_of(n, len).and_then(|i| items.get(i)) {
+                if item.is_array() {
+                    return Ok(Some(item.clone()));
+                }
+                out.push(item.clone());
+            }
+            return Ok(Some(Val::seq(out)));
+        }
+        let mut out = Vec::new();
+        for (i, item) in items.iter().enumerate() {
+            let res = self.eval(pred, Some(item), env)?;
+            if predicate_selects(res.as_ref(), i, len) {
+                out.push(item.clone());
+            }
+        }
+        Ok(Some(Val::seq(out)))
+    }
+
+    pub(crate) fn sort(&mut self, step: &Node, input: SortInput, env: usize) -> Result<Val> {
+        let Kind::Sort(terms) = &step.kind else {
+            return Ok(Val::seq(Vec::new()));
+        };
+        let n = match &input {
+            SortInput::Items(v) => v.len(),
+            SortInput::Tuples(t) => t.len(),
+        };
+        // evaluate every sort key once per item
+        let mut keys: Vec<Vec<Option<Val>>> = Vec::with_capacity(n);
+        for i in 0..n {
+            let mut row = Vec::with_capacity(terms.len());
+            for term in terms {
+                let v = match &input {
+                    SortInput::Items(items) => {
+                        let item = items.get(i).cloned();
+                        self.eval(&term.expr, item.as_ref(), env)?
+                    }
+                    SortInput::Tuples(ts) => match ts.get(i) {
+                        Some(t) => {
+                            let t = t.clone();
+                            let fenv = self.frame_from_tuple(env, &t)?;
+                            let ctx = tuple_get(&t, "@").cloned();
+                            self.eval(&term.expr, ctx.as_ref(), fenv)?
+                        }
+                        None => None,
+                    },
+                };
+                row.push(v);
+            }
+            keys.push(row);
+        }
+        if n > 1 {
+            check_sort_keys(terms, &keys)?;
+        }
+        let mut order: Vec<usize> = (0..n).collect();
+        self.budget.tick_n(n)?;
+        order.sort_by(|&a, &b| {
+            let (Some(ka), Some(kb)) = (keys.get(a), keys.get(b)) else {
+                return std::cmp::Ordering::Equal;
+            };
+            for (t, (x, y)) in terms.iter().zip(ka.iter().zip(kb.iter())) {
+                let c = compare_keys(x.as_ref(), y.as_ref());
+                let c = if t.descending && x.is_some() && y.is_some() {
+                    c.reverse()
+                } else {
+                    c
+                };
+                if c != std::cmp::Ordering::Equal {
+                    return c;
+                }
+            }
+            std::cmp::Ordering::Equal
+        });
+        Ok(match input {
+            SortInput::Items(items) => Val::seq(
+                order
+                    .iter()
+                    .filter_map(|&i| items.get(i).cloned())
+                    .collect(),
+            ),
+            SortInput::Tuples(ts) => Val::Tuples(Rc::new(
+                order.iter().filter_map(|&i| ts.get(i).cloned()).collect(),
+            )),
+        })
+    }
+
+    pub(crate) fn group(
+        &mut self,
+        pairs: &[(Node, Node)],
+        input: Option<Val>,
+        env: usize,
+    ) -> Result<Val> {
+        let mut groups: indexmap::IndexMap<Rc<str>, (Option<Val>, Vec<Tuple>, usize)> =
+            indexmap::IndexMap::new();
+        match &input {
+            Some(Val::Tuples(ts)) => {
+                for t in ts.iter() {
+                    let fenv = self.frame_from_tuple(env, t)?;
+                    let ctx = tuple_get(t, "@").cloned();
+                    for (pi, (k, _)) in pairs.iter().enumerate() {
+                        let key = self.eval(k, ctx.as_ref(), fenv)?;
+                        let Some(key) = group_key(key, k.pos)? else {
+                            continue;
+                        };
+                        match groups.get_mut(&key) {
+                            Some(g) => {
+                                if g.2 != pi {
+                                    return Err(duplicate_key(&key, k.pos));
+                                }
+                                g.1.push(t.clone());
+                            }
+                            None => {
+                                groups.insert(key, (None, vec![t.clone()], pi));
+                            }
+                        }
+                    }
+                }
+            }
+            _ => {
+                let items: Vec<Option<Val>> = match &input {
+                    Some(Val::Arr(xs, _)) if !xs.is_empty() => {
+                        xs.iter().cloned().map(Some).collect()
+                    }
+                    Some(Val::Arr(..)) | None => vec![None],
+                    Some(v) => vec![Some(v.clone())],
+                };
+                for item in &items {
+                    for (pi, (k, _)) in pairs.iter().enumerate() {
+                        let key = self.eval(k, item.as_ref(), env)?;
+                        let Some(key) = group_key(key, k.pos)? else {
+                            continue;
+                        };
+                        match groups.get_mut(&key) {
+                            Some(g) => {
+                                if g.2 != pi {
+                                    return Err(duplicate_key(&key, k.pos));
+                                }
+                                g.0 = append(g.0.take(), item.clone());
+                            }
+                            None => {
+                                groups.insert(key, (item.clone(), Vec::new(), pi));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        let mut out = Map::new();
+        let reduce = matches!(input, Some(Val::Tuples(_)));
+        for (key, (data, ts, pi)) in groups {
+            let Some((_, vexpr)) = pairs.get(pi) else {
+                continue;
+            };
+            let value = if reduce {
+                let mut tuple = reduce_tuples(&ts);
+                let ctx = tuple
+                    .iter()
+                    .position(|(k, _)| &**k == "@")
+                    .map(|i| tuple.remove(i).1);
+                let fenv = self.frame_from_tuple(env, &tuple)?;
+                self.eval(vexpr, ctx.as_ref(), fenv)?
+            } else {
+                self.eval(vexpr, data.as_ref(), env)?
+            };
+            if let Some(v) = value {
+                out.insert(key, v);
+            }
+        }
+        Ok(Val::object(out))
+    }
+}
+
+fn reduce_tuples(ts: &[Tuple]) -> Tuple {
+    let mut result: Tuple = match ts.first() {
+        Some(t) => t.clone(),
+        None => return Vec::new(),
+    };
+    for t in ts.iter().skip(1) {
+        for (k, v) in t.iter() {
+            let prev = result.iter().position(|(n, _)| n == k);
+            match prev {
+                Some(i) => {
+                    if let Some(slot) = result.get_mut(i) {
+                        let old = std::mem::replace(&mut slot.1, Val::Null);
+                        slot.1 = append(Some(old), Some(v.clone())).unwrap_or(Val::Null);
+                    }
+                }
+                None => result.push((k.clone(), v.clone())),
+            }
+        }
+    }
+    result
+}
+
+fn group_key(key: Option<Val>, pos: usize) -> Result<Option<Rc<str>>> {
+    match key {
+        None => Ok(None),
+        Some(Val::Str(s)) => Ok(Some(s)),
+        Some(other) => Err(Error::at(
+            "T1003",
+            pos,
+            format!(
+                "Key in object structure must evaluate to a string; got: {}",
+                other.type_name()
+            ),
+        )),
+    }
+}
+
+fn duplicate_key(key: &str, pos: usize) -> Error {
+    Error::at(
+        "D1009",
+        pos,
+        format!("Multiple key definitions evaluate to same key: {key}"),
+    )
+}
+
+fn index_of(n: f64, len: usize) -> Option<usize> {
+    let mut i = n.floor();
+    if i < 0.0 {
+        i += len as f64;
+    }
+    if i >= 0.0 && i < len as f64 {
+        Some(i as usize)
+    } else {
+        None
+    }
+}
+
+fn predicate_selects(res: Option<&Val>, index: usize, len: usize) -> bool {
+    match res {
+        Some(Val::Num(n)) => index_of(*n, len) == Some(index),
+        Some(Val::Arr(items, _)) if items.iter().all(|x| matches!(x, Val::Num(_))) => items
+            .iter()
+            .any(|x| matches!(x, Val::Num(n) if index_of(*n, len) == Some(index))),
+        other => boolean_of(other),
+    }
+}
+
+fn check_sort_keys(terms: &[SortTerm], keys: &[Vec<Option<Val>>]) -> Result<()> {
+    for (ti, term) in terms.iter().enumerate() {
+        let mut seen: Option<&'static str> = None;
+        for row in keys {
+            match row.get(ti).and_then(|v| v.as_ref()) {
+                None => {}
+                Some(Val::Num(_)) | Some(Val::Str(_)) => {
+                    let t = row
+                        .get(ti)
+                        .and_then(|v| v.as_ref())
+                        .map(|v| v.type_name())
+                        .unwrap_or("");
+                    match seen {
+                        None => seen = Some(t),
+                        Some(s) if s != t => {
+                            return Err(Error::at(
+                                "T2007",
+                                term.expr.pos,
+                                "Type mismatch when comparing values in order-by clause",
+                            ));
+                        }
+                        _ => {}
+                    }
+                }
+                Some(_) => {
+                    return Err(Error::at(
+                        "T2008",
+                        term.expr.pos,
+                        "The expressions within an order-by clause must evaluate to numeric or string values",
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn compare_keys(a: Option<&Val>, b: Option<&Val>) -> std::cmp::Ordering {
+    use std::cmp::Ordering::*;
+    match (a, b) {
+        (None, None) => Equal,
+        (None, _) => Greater,
+        (_, None) => Less,
+        (Some(Val::Num(x)), Some(Val::Num(y))) => x.partial_cmp(y).unwrap_or(Equal),
+        (Some(Val::Str(x)), Some(Val::Str(y))) => x.cmp(y),
+        _ => Equal,
+    }
+}

@@ -1,0 +1,103 @@
+//! Regular expressions. JSONata uses JavaScript regex syntax; we compile it
+//! with the `regex` crate, whose matching time is linear in the input (no
+//! catastrophic backtracking). Look-around and back-references are not
+//! supported and are reported as a compile error.
+
+use crate::error::{Error, Result};
+
+#[derive(Debug)]
+pub(crate) struct JRegex {
+    pub re: regex::Regex,
+}
+
+/// Upper bound on the compiled program size, so a hostile pattern cannot
+/// allocate unbounded memory.
+const SIZE_LIMIT: usize = 1 << 20;
+
+impl JRegex {
+    pub fn new(pattern: &str, flags: &str) -> Result<JRegex> {
+        let mut prefix = String::new();
+        for f in flags.chars() {
+            match f {
+                'i' => prefix.push('i'),
+                'm' => prefix.push('m'),
+                's' => prefix.push('s'),
+                'g' | 'u' | 'y' => {}
+                other => {
+                    return Err(Error::new(
+                        "S0302",
+                        format!("Unsupported regular expression flag: {other}"),
+                    ));
+                }
+            }
+        }
+        let translated = translate(pattern);
+        let full = if prefix.is_empty() {
+            translated
+        } else {
+            format!("(?{prefix}){translated}")
+        };
+        let re = regex::RegexBuilder::new(&full)
+            .size_limit(SIZE_LIMIT)
+            .dfa_size_limit(SIZE_LIMIT)
+            .nest_limit(100)
+            .build()
+            .map_err(|e| {
+                Error::new(
+                    "S0303",
+                    format!("Invalid or unsupported regular expression /{pattern}/: {e}"),
+                )
+            })?;
+        Ok(JRegex { re })
+    }
+}
+
+/// Rewrite the few JavaScript escapes whose meaning differs in the `regex`
+/// crate (which is Unicode-aware by default).
+fn translate(p: &str) -> String {
+    let mut out = String::with_capacity(p.len());
+    let mut chars = p.chars().peekable();
+    let mut in_class = false;
+    while let Some(c) = chars.next() {
+        if c == '\\' {
+            match chars.next() {
+                Some('d') => out.push_str(if in_class { "0-9" } else { "[0-9]" }),
+                Some('D') => out.push_str(if in_class { "\\D" } else { "[^0-9]" }),
+                Some('w') => out.push_str(if in_class {
+                    "0-9A-Za-z_"
+                } else {
+                    "[0-9A-Za-z_]"
+                }),
+                Some('W') => out.push_str(if in_class { "\\W" } else { "[^0-9A-Za-z_]" }),
+                Some('/') => out.push('/'),
+                Some(n) => {
+                    out.push('\\');
+                    out.push(n);
+                }
+                None => out.push_str("\\\\"),
+            }
+            continue;
+        }
+        if c == '[' && !in_class {
+            in_class = true;
+            out.push(c);
+            if chars.peek() == Some(&'^') {
+                out.push('^');
+                chars.next();
+            }
+            if chars.peek() == Some(&']') {
+                out.push_str("\\]");
+                chars.next();
+            }
+            continue;
+        }
+        if c == ']' && in_class {
+            in_class = false;
+        } else if in_class && c == '[' {
+            out.push_str("\\[");
+            continue;
+        }
+        out.push(c);
+    }
+    out
+}

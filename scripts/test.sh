@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Runs every check CI runs: formatting, lints on every target, and all tests of the workspace.
+# Needs the services running: call it through `.ci/run`, or after `eval "$(bash scripts/services.sh)"`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# Keep build output outside the work tree so repeated runs on one machine reuse it.
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/cache/queuebox-target}"
+export CARGO_TERM_COLOR=never
+
+: "${QB_TEST_PG_URL:?run through .ci/run, or eval \"\$(bash scripts/services.sh)\" first}"
+
+echo "== cargo fmt --check"
+cargo fmt --all -- --check
+
+echo "== cargo clippy (all targets, warnings are errors)"
+cargo clippy --workspace --all-targets -- -D warnings
+
+echo "== the slim build: --no-default-features --features postgres"
+cargo build -p queuebox --no-default-features --features postgres
+
+echo "== the full binary (the end-to-end tests run target/debug/queuebox as a process)"
+# Built last so the slim build above does not leave a postgres-only binary behind.
+cargo build -p queuebox
+
+echo "== cargo test"
+cargo test --workspace --no-fail-fast

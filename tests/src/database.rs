@@ -1,0 +1,117 @@
+//! A fresh PostgreSQL database for one test, dropped when the test ends.
+
+use sqlx::{AssertSqlSafe, Connection, PgConnection};
+
+/// The URL of the test server's maintenance database, from `QB_TEST_PG_URL`.
+pub fn server_url() -> String {
+    std::env::var("QB_TEST_PG_URL").unwrap_or_else(|_| {
+        panic!(
+            "QB_TEST_PG_URL is not set: start the services first with \
+             `eval \"$(bash scripts/services.sh)\"`"
+        )
+    })
+}
+
+/// A database created for one test.
+pub struct TestDatabase {
+    /// The database name.
+    pub name: String,
+    /// `postgres://user:password@host:port/name`.
+    pub url: String,
+    /// User of the test server.
+    pub user: String,
+    /// Password of the test server.
+    pub password: String,
+    /// `host:port` of the test server.
+    pub host_port: String,
+}
+
+impl TestDatabase {
+    /// Creates an empty database with a unique name.
+    pub async fn create() -> Self {
+        let server = server_url();
+        let name = format!("qb_e2e_{}", uuid::Uuid::new_v4().simple());
+        let mut admin = PgConnection::connect(&server)
+            .await
+            .unwrap_or_else(|error| {
+                panic!("cannot reach the test PostgreSQL at QB_TEST_PG_URL: {error}")
+            });
+        sqlx::query(AssertSqlSafe(format!("CREATE DATABASE \"{name}\"")))
+            .execute(&mut admin)
+            .await
+            .expect("create the test database");
+        let _ = admin.close().await;
+
+        let (scheme_user, rest) = server
+            .split_once('@')
+            .expect("QB_TEST_PG_URL holds user@host");
+        let credentials = scheme_user
+            .trim_start_matches("postgres://")
+            .trim_start_matches("postgresql://");
+        let (user, password) = credentials.split_once(':').unwrap_or((credentials, ""));
+        let host_port = rest.split('/').next().unwrap_or(rest).to_owned();
+        let url = format!("postgres://{user}:{password}@{host_port}/{name}");
+        Self {
+            name,
+            url,
+            user: user.to_owned(),
+            password: password.to_owned(),
+            host_port,
+        }
+    }
+
+    /// The `jdbc:postgresql://` form that the configuration documents.
+    pub fn jdbc_url(&self) -> String {
+        format!("jdbc:postgresql://{}/{}", self.host_port, self.name)
+    }
+
+    /// Opens a connection to this database.
+    pub async fn connect(&self) -> PgConnection {
+        PgConnection::connect(&self.url)
+            .await
+            .expect("connect to the test database")
+    }
+
+    /// Runs SQL text (several statements allowed) on this database.
+    pub async fn execute(&self, sql: &str) {
+        let mut connection = self.connect().await;
+        sqlx::raw_sql(AssertSqlSafe(sql.to_owned()))
+            .execute(&mut connection)
+            .await
+            .unwrap_or_else(|error| panic!("SQL failed: {error}\n{sql}"));
+        let _ = connection.close().await;
+    }
+
+    /// Refuses every new connection and ends the open ones, as a database outage would.
+    pub async fn refuse_connections(&self) {
+        let mut admin = PgConnection::connect(&server_url())
+            .await
+            .expect("admin connection");
+        sqlx::query(AssertSqlSafe(format!(
+            "ALTER DATABASE \"{}\" WITH ALLOW_CONNECTIONS false",
+            self.name
+        )))
+        .execute(&mut admin)
+        .await
+        .expect("disallow connections");
+        sqlx::query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()")
+            .bind(&self.name)
+            .execute(&mut admin)
+            .await
+            .expect("terminate backends");
+        let _ = admin.close().await;
+    }
+
+    /// Drops the database, ending any connection still open to it.
+    pub async fn drop_database(self) {
+        if let Ok(mut admin) = PgConnection::connect(&server_url()).await {
+            let _ = sqlx::query(AssertSqlSafe(format!(
+                "DROP DATABASE IF EXISTS \"{}\" WITH (FORCE)",
+                self.name
+            )))
+            .execute(&mut admin)
+            .await;
+            let _ = admin.close().await;
+        }
+    }
+}
