@@ -3,6 +3,7 @@
 use anyhow::Context as _;
 use queuebox_ports::database::{DatabaseKind, DatabaseOptions};
 use queuebox_ports::health::HealthCheck;
+use queuebox_ports::outbox::OutboxStore;
 use std::sync::Arc;
 
 /// An open, prepared database of one of the compiled-in kinds.
@@ -31,6 +32,14 @@ impl Database {
                 .prepare()
                 .await
                 .context("preparing the PostgreSQL schema"),
+        }
+    }
+
+    /// The outbox table, for the dispatcher.
+    pub fn outbox_store(&self) -> Arc<dyn OutboxStore> {
+        match self {
+            #[cfg(feature = "postgres")]
+            Database::Postgres(db) => Arc::new(db.outbox_store()),
         }
     }
 

@@ -7,6 +7,7 @@
 pub mod backends;
 pub mod cli;
 pub mod database;
+pub mod delivery;
 pub mod logging;
 pub mod serve;
 pub mod signals;

@@ -62,6 +62,15 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::FAILURE);
     }
 
+    let unsupported = queuebox::delivery::unsupported(&loaded.settings);
+    if !unsupported.is_empty() {
+        eprintln!("queuebox: the configuration uses what this version cannot do yet:");
+        for line in unsupported {
+            eprintln!("  {line}");
+        }
+        return Ok(ExitCode::FAILURE);
+    }
+
     match command {
         Command::CheckConfig => {
             eprintln!("queuebox: the configuration is valid ({})", loaded.origin);

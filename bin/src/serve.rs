@@ -1,7 +1,9 @@
 //! `queuebox serve`: start every part in order, run until a stop signal, stop in the documented order.
 
 use crate::database::Database;
+use crate::delivery;
 use anyhow::Context as _;
+use queuebox_application::dispatcher::Dispatcher;
 use queuebox_application::health::HealthRegistry;
 use queuebox_application::lifecycle::Workers;
 use queuebox_config::Settings;
@@ -47,12 +49,28 @@ pub async fn run(
     let mut health = HealthRegistry::default();
     health.register(database.health_check());
 
-    let workers = Workers::new();
+    let mut workers = Workers::new();
+    let routes = delivery::route_table(&settings).await?;
+    let dispatcher = Dispatcher::new(
+        database.outbox_store(),
+        Arc::new(routes),
+        delivery::dispatcher_options(&settings),
+    );
+    health.register(dispatcher.health_check());
+    workers.spawn("outbox-dispatcher", move |stop| dispatcher.run(stop));
+
+    for (name, source) in &settings.sources {
+        tracing::warn!(
+            source = %name,
+            kind = source.kind.name(),
+            "inbox sources are not served by this version yet: the source is validated but not started"
+        );
+    }
 
     let server = HttpServer::start(
         listeners,
         ServerOptions {
-            max_body_bytes: settings.inbox.max_body_bytes,
+            max_body_bytes: settings.inbox.max_body_bytes as usize,
         },
         Arc::new(health),
         metrics,
