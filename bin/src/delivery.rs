@@ -19,7 +19,7 @@ pub fn dispatcher_options(settings: &Settings) -> DispatcherOptions {
         retry_base_delay: settings.outbox.retry_base_delay,
         pending_gauge_interval: settings.outbox.pending_gauge_interval,
         shutdown_timeout: settings.outbox.shutdown_timeout,
-        max_error_bytes: usize::try_from(settings.http.max_error_body_bytes).unwrap_or(usize::MAX),
+        max_error_bytes: settings.http.max_error_body_bytes,
     }
 }
 
@@ -40,8 +40,7 @@ pub async fn route_table(settings: &Settings) -> anyhow::Result<RouteTable> {
                     .map(|(k, v)| (k.clone(), v.clone()))
                     .collect();
                 options.auth = http_auth(http.auth.as_ref());
-                options.max_error_body_bytes =
-                    usize::try_from(settings.http.max_error_body_bytes).unwrap_or(usize::MAX);
+                options.max_error_body_bytes = settings.http.max_error_body_bytes;
                 options.block_private_addresses = settings.http.block_private_addresses;
                 // Every concurrent publish may hold one idle connection between requests.
                 options.max_idle_connections = options

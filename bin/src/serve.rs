@@ -70,7 +70,7 @@ pub async fn run(
     let server = HttpServer::start(
         listeners,
         ServerOptions {
-            max_body_bytes: settings.inbox.max_body_bytes as usize,
+            max_body_bytes: settings.inbox.max_body_bytes,
         },
         Arc::new(health),
         metrics,
