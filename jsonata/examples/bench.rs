@@ -27,7 +27,9 @@ fn main() {
     let limits = Limits::default();
     let bindings = Bindings::new();
     for src in exprs {
-        let Ok(e) = Expression::compile(src) else { continue };
+        let Ok(e) = Expression::compile(src) else {
+            continue;
+        };
         let n = 20_000;
         let start = Instant::now();
         for _ in 0..n {

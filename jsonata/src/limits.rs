@@ -21,6 +21,10 @@ pub struct Limits {
     /// Deep recursion fails with `U1001` before this is exceeded, so keep it
     /// below the stack size of the calling thread (2 MiB for Rust threads).
     pub max_stack_bytes: usize,
+    /// Array elements one evaluation may create in total (about 24 bytes of
+    /// memory each); exceeded evaluations fail with `U1002`. Bounds memory
+    /// use of expressions such as `[1..1e7].[1..1e7]`.
+    pub max_items: usize,
 }
 
 impl Default for Limits {
@@ -30,6 +34,7 @@ impl Default for Limits {
             max_depth: 500,
             max_output_bytes: 16 * 1024 * 1024,
             max_stack_bytes: DEFAULT_STACK_BYTES,
+            max_items: 20_000_000,
         }
     }
 }
@@ -94,6 +99,8 @@ pub(crate) struct Budget {
     pub(crate) max_bytes: usize,
     ticks: u32,
     stack: StackGuard,
+    items: usize,
+    max_items: usize,
 }
 
 impl Budget {
@@ -109,6 +116,8 @@ impl Budget {
             max_bytes: limits.max_output_bytes,
             ticks: 0,
             stack: StackGuard::new(limits.max_stack_bytes),
+            items: 0,
+            max_items: limits.max_items,
         }
     }
 
@@ -123,7 +132,22 @@ impl Budget {
         }
     }
 
-    /// Account for `n` units of work at once (e.g. a bulk copy).
+    /// Account for `n` newly created array elements (and the work to copy them).
+    pub(crate) fn alloc(&mut self, n: usize) -> Result<()> {
+        self.items = self.items.saturating_add(n);
+        if self.items > self.max_items {
+            return Err(Error::new(
+                "U1002",
+                format!(
+                    "Evaluation created more than {} array elements",
+                    self.max_items
+                ),
+            ));
+        }
+        self.tick_n(n)
+    }
+
+    /// Account for `n` units of work at once.
     pub(crate) fn tick_n(&mut self, n: usize) -> Result<()> {
         let before = self.ticks;
         self.ticks = self.ticks.wrapping_add(n.min(u32::MAX as usize) as u32);

@@ -205,6 +205,27 @@ fn sorting_and_higher_order_loops_stop() {
 }
 
 #[test]
+fn memory_use_is_bounded() {
+    // each inner range is 1e7 elements: the element budget stops it quickly
+    expect_code(
+        "$count([1..1e7].[1..1e7])",
+        &json!(null),
+        &limits(20_000),
+        "U1002",
+    );
+    let lim = Limits {
+        max_items: 1000,
+        ..limits(1000)
+    };
+    expect_code(
+        "$map([1..100], function($v){ [1..100] })",
+        &json!(null),
+        &lim,
+        "U1002",
+    );
+}
+
+#[test]
 fn output_size_is_bounded() {
     let lim = Limits {
         max_output_bytes: 10_000,

@@ -17,20 +17,36 @@ fn suite_dir() -> PathBuf {
 
 fn expressions() -> Vec<String> {
     let dir = suite_dir().join("groups");
-    assert!(dir.is_dir(), "JSONata test suite not found at {}", dir.display());
+    assert!(
+        dir.is_dir(),
+        "JSONata test suite not found at {}",
+        dir.display()
+    );
     let mut out = Vec::new();
-    let mut groups: Vec<_> = std::fs::read_dir(&dir).expect("groups").filter_map(|e| e.ok()).map(|e| e.path()).collect();
+    let mut groups: Vec<_> = std::fs::read_dir(&dir)
+        .expect("groups")
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .collect();
     groups.sort();
     for g in groups {
-        let mut files: Vec<_> = std::fs::read_dir(&g).expect("group").filter_map(|e| e.ok()).map(|e| e.path()).collect();
+        let mut files: Vec<_> = std::fs::read_dir(&g)
+            .expect("group")
+            .filter_map(|e| e.ok())
+            .map(|e| e.path())
+            .collect();
         files.sort();
         for f in files {
-            let Ok(text) = std::fs::read_to_string(&f) else { continue };
+            let Ok(text) = std::fs::read_to_string(&f) else {
+                continue;
+            };
             if f.extension().is_some_and(|x| x == "jsonata") {
                 out.push(text);
                 continue;
             }
-            let Ok(v) = serde_json::from_str::<Value>(&text) else { continue };
+            let Ok(v) = serde_json::from_str::<Value>(&text) else {
+                continue;
+            };
             let cases = match v {
                 Value::Array(a) => a,
                 c => vec![c],
@@ -55,12 +71,17 @@ impl Rng {
         self.0
     }
     fn below(&mut self, n: usize) -> usize {
-        if n == 0 { 0 } else { (self.next() % n as u64) as usize }
+        if n == 0 {
+            0
+        } else {
+            (self.next() % n as u64) as usize
+        }
     }
 }
 
 const TOKENS: [&str; 24] = [
-    "(", ")", "[", "]", "{", "}", ".", "..", "*", "**", "%", "#$i", "@$o", "$", "$$", "~>", "?", ":", ";", ",", "|", "^(", "\"", "/a+/",
+    "(", ")", "[", "]", "{", "}", ".", "..", "*", "**", "%", "#$i", "@$o", "$", "$$", "~>", "?",
+    ":", ";", ",", "|", "^(", "\"", "/a+/",
 ];
 
 fn mutate(src: &str, rng: &mut Rng) -> String {
@@ -102,7 +123,10 @@ fn mutated_suite_expressions_never_panic() {
         ..Limits::default()
     };
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
-    let rounds: usize = std::env::var("QB_JSONATA_FUZZ_ROUNDS").ok().and_then(|s| s.parse().ok()).unwrap_or(2);
+    let rounds: usize = std::env::var("QB_JSONATA_FUZZ_ROUNDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(2);
     let mut panics = Vec::new();
     let mut runs = 0;
     for _ in 0..rounds {
@@ -120,6 +144,9 @@ fn mutated_suite_expressions_never_panic() {
             }
         }
     }
-    println!("robustness: {runs} mutated expressions, {} panics", panics.len());
+    println!(
+        "robustness: {runs} mutated expressions, {} panics",
+        panics.len()
+    );
     assert!(panics.is_empty(), "panicked on: {panics:#?}");
 }

@@ -6,6 +6,7 @@
 
 pub mod database;
 pub mod process;
+pub mod receiver;
 
 use std::time::{Duration, Instant};
 

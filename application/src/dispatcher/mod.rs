@@ -246,3 +246,6 @@ fn outbound(row: &ClaimedRow) -> OutboundMessage {
         attempt: row.attempt,
     }
 }
+
+#[cfg(test)]
+mod tests;

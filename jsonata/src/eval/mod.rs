@@ -129,7 +129,13 @@ impl Ctx {
             Kind::Path(steps) => self.eval_path(node, steps, input, env),
             Kind::Binary(op, l, r) => self.binary(*op, l, r, node.pos, input, env),
             Kind::Neg(e) => self.eval_neg(node, e, input, env),
-            Kind::Name(name) => lookup_field(input, name, 0),
+            Kind::Name(name) => {
+                let r = lookup_field(input, name, 0)?;
+                if let Some(Val::Arr(items, _)) = &r {
+                    self.budget.alloc(items.len())?;
+                }
+                Ok(r)
+            }
             Kind::Str(s) => Ok(Some(Val::str(s))),
             Kind::Num(n) => Ok(Some(Val::Num(*n))),
             Kind::Bool(b) => Ok(Some(Val::Bool(*b))),
@@ -251,14 +257,17 @@ impl Ctx {
             }
             match v {
                 Val::Arr(xs, _) => {
-                    self.budget.tick_n(xs.len())?;
-                    if out.is_empty() {
+                    if out.is_empty() && Rc::strong_count(&xs) == 1 {
                         // sole owner of a fresh array (e.g. a range): take it, don't copy
                         match Rc::try_unwrap(xs) {
                             Ok(mut items) => out = std::mem::take(&mut items.0),
-                            Err(xs) => out.extend(xs.iter().cloned()),
+                            Err(xs) => {
+                                self.budget.alloc(xs.len())?;
+                                out.extend(xs.iter().cloned())
+                            }
                         }
                     } else {
+                        self.budget.alloc(xs.len())?;
                         out.extend(xs.iter().cloned())
                     }
                 }

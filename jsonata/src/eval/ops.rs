@@ -206,6 +206,7 @@ impl Ctx {
                     .with_token(".."));
                 }
                 let n = size as usize;
+                self.budget.alloc(n)?;
                 let mut out = Vec::with_capacity(n);
                 for i in 0..n {
                     if i & 0xffff == 0 {

@@ -175,7 +175,7 @@ impl Ctx {
         for r in results {
             match &r {
                 Val::Arr(items, f) if !f.has(Flags::CONS) => {
-                    self.budget.tick_n(items.len())?;
+                    self.budget.alloc(items.len())?;
                     out.extend(items.iter().cloned())
                 }
                 Val::Tuples(ts) => {
@@ -251,7 +251,7 @@ impl Ctx {
                         Val::Arr(xs, _) => xs.iter().cloned().collect(),
                         v => vec![v.clone()],
                     };
-                    self.budget.tick_n(items.len())?;
+                    self.budget.alloc(items.len())?;
                     for (bb, item) in items.into_iter().enumerate() {
                         let mut nt = t.clone();
                         if let Some(f) = &step.focus {

@@ -20,7 +20,7 @@ pub(super) fn append_fn(ctx: &mut Ctx, args: Args, _: Option<&Val>, _: usize) ->
     let b = it.next().flatten();
     let n = a.as_ref().map(|v| v.members().len()).unwrap_or(0)
         + b.as_ref().map(|v| v.members().len()).unwrap_or(0);
-    ctx.budget.tick_n(n)?;
+    ctx.budget.alloc(n)?;
     if n > crate::limits::MAX_ARRAY_LEN {
         return Err(Error::new("U1002", "Array size limit exceeded"));
     }
@@ -139,7 +139,7 @@ pub(super) fn distinct(ctx: &mut Ctx, args: Args, _: Option<&Val>, _: usize) -> 
     }
     let mut out: Vec<Val> = Vec::new();
     for x in a.members() {
-        ctx.budget.tick_n(out.len())?;
+        ctx.budget.tick()?;
         let mut dup = false;
         for y in &out {
             if deep_equal(x, y)? {

@@ -26,6 +26,7 @@ pub(super) fn map(ctx: &mut Ctx, args: Args, input: Option<&Val>, env: usize) ->
             None => vec![],
         };
         if let Some(r) = ctx.apply(f.clone(), cargs, input, env)? {
+            ctx.budget.alloc(1)?;
             out.push(r);
         }
     }
@@ -45,6 +46,7 @@ pub(super) fn filter(ctx: &mut Ctx, args: Args, input: Option<&Val>, env: usize)
         };
         let r = ctx.apply(f.clone(), cargs, input, env)?;
         if boolean_of(r.as_ref()) {
+            ctx.budget.alloc(1)?;
             out.push(v.clone());
         }
     }

@@ -316,7 +316,7 @@ pub(super) fn split(ctx: &mut Ctx, args: Args, _: Option<&Val>, env: usize) -> R
         }
         _ => {}
     }
-    ctx.budget.tick_n(parts.len())?;
+    ctx.budget.alloc(parts.len())?;
     if let Some(l) = limit {
         parts.truncate(l);
     }

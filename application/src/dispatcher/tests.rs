@@ -1,0 +1,268 @@
+//! Unit tests of the dispatcher loop with mocked ports: what is hard to force against a real database
+//! (a failing claim, a publish still running at shutdown, the finish of each outcome).
+
+use super::*;
+use crate::lifecycle::Workers;
+use async_trait::async_trait;
+use mockall::mock;
+use queuebox_ports::outbox::{Finish, PendingStats, StoreError};
+use queuebox_ports::publish::{PublishError, PublishErrorKind, Publisher};
+use std::sync::Mutex;
+use std::time::Duration;
+use uuid::Uuid;
+
+mock! {
+    Store {}
+    #[async_trait]
+    impl OutboxStore for Store {
+        async fn claim(&self, request: &ClaimRequest) -> Result<queuebox_ports::outbox::Claim, StoreError>;
+        async fn renew(&self, held: &[(Uuid, Uuid)], lease: Duration) -> Result<Vec<bool>, StoreError>;
+        async fn finish(&self, writes: &[FencedFinish]) -> Result<Vec<bool>, StoreError>;
+        async fn reclaim_expired(&self) -> Result<u64, StoreError>;
+        async fn pending_stats(&self) -> Result<PendingStats, StoreError>;
+    }
+}
+
+mock! {
+    Destination {}
+    #[async_trait]
+    impl Publisher for Destination {
+        fn destination_type(&self) -> &'static str;
+        async fn publish(&self, message: &OutboundMessage) -> Result<(), PublishError>;
+    }
+}
+
+fn options() -> DispatcherOptions {
+    DispatcherOptions {
+        batch_size: 10,
+        concurrency: 4,
+        poll_interval: Duration::from_millis(20),
+        lease: Duration::from_secs(30),
+        retry_base_delay: Duration::from_millis(100),
+        pending_gauge_interval: Duration::from_secs(60),
+        shutdown_timeout: Duration::from_secs(5),
+        max_error_bytes: 2048,
+    }
+}
+
+fn row(topic: &str) -> ClaimedRow {
+    ClaimedRow {
+        id: Uuid::new_v4(),
+        claim_token: Uuid::new_v4(),
+        topic: topic.to_owned(),
+        key: None,
+        aggregate_type: None,
+        payload: "{}".to_owned(),
+        headers: vec![],
+        attempt: 0,
+        max_attempts: 5,
+        sequence: 1,
+    }
+}
+
+/// A store whose first claim returns `rows` and later claims return nothing; finishes are recorded.
+fn store_with(rows: Vec<ClaimedRow>, finished: Arc<Mutex<Vec<FencedFinish>>>) -> MockStore {
+    let mut store = MockStore::new();
+    let pending = Mutex::new(Some(rows));
+    store.expect_claim().returning(move |_| {
+        let rows = pending.lock().expect("lock").take().unwrap_or_default();
+        Ok(queuebox_ports::outbox::Claim {
+            rows,
+            next_key_cursor: String::new(),
+        })
+    });
+    store.expect_finish().returning(move |writes| {
+        finished.lock().expect("lock").extend_from_slice(writes);
+        Ok(vec![true; writes.len()])
+    });
+    store
+        .expect_renew()
+        .returning(|held, _| Ok(vec![true; held.len()]));
+    store.expect_reclaim_expired().returning(|| Ok(0));
+    store
+        .expect_pending_stats()
+        .returning(|| Ok(PendingStats::default()));
+    store
+}
+
+fn table(publisher: MockDestination) -> Arc<RouteTable> {
+    let routes = [queuebox_domain::router::RouteSpec {
+        topic_pattern: "order.*".into(),
+        destination: "api".into(),
+    }];
+    Arc::new(
+        RouteTable::new(
+            &routes,
+            vec![DestinationSpec {
+                name: "api".into(),
+                kind: "http",
+                publisher: Some(Arc::new(publisher)),
+            }],
+        )
+        .expect("routes"),
+    )
+}
+
+async fn wait_for(what: &str, mut condition: impl FnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while !condition() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+#[tokio::test]
+async fn each_outcome_becomes_its_fenced_finish() {
+    let finished = Arc::new(Mutex::new(Vec::new()));
+    let (ok, failing, unrouted) = (
+        row("order.created"),
+        row("order.failed"),
+        row("invoice.created"),
+    );
+    let failing_id = failing.id;
+    let store = store_with(
+        vec![ok.clone(), failing.clone(), unrouted.clone()],
+        Arc::clone(&finished),
+    );
+    let mut publisher = MockDestination::new();
+    publisher.expect_destination_type().return_const("http");
+    publisher.expect_publish().returning(move |message| {
+        if message.id == failing_id.to_string() {
+            Err(PublishError::new(
+                PublishErrorKind::Rejected,
+                "answered HTTP 503",
+            ))
+        } else {
+            Ok(())
+        }
+    });
+    let dispatcher = Dispatcher::new(Arc::new(store), table(publisher), options());
+    let mut workers = Workers::new();
+    workers.spawn("dispatcher", move |stop| dispatcher.run(stop));
+    wait_for("three finishes", || {
+        finished.lock().expect("lock").len() == 3
+    })
+    .await;
+    assert!(workers.stop(Duration::from_secs(5)).await.is_empty());
+
+    let finished = finished.lock().expect("lock");
+    let of = |id: Uuid| {
+        finished
+            .iter()
+            .find(|f| f.id == id)
+            .map(|f| f.finish.clone())
+            .expect("finished")
+    };
+    assert_eq!(of(ok.id), Finish::Sent);
+    match of(failing.id) {
+        Finish::Retry {
+            attempt,
+            delay,
+            error,
+        } => {
+            assert_eq!(attempt, 1);
+            assert!(delay >= Duration::from_millis(100) && delay <= Duration::from_millis(125));
+            assert_eq!(error, "answered HTTP 503");
+        }
+        other => panic!("expected a retry, got {other:?}"),
+    }
+    assert_eq!(
+        of(unrouted.id),
+        Finish::Dead {
+            error: "No route matches topic invoice.created".into()
+        }
+    );
+    // Every finish carries the token of its own claim.
+    for (id, token) in [(ok.id, ok.claim_token), (failing.id, failing.claim_token)] {
+        assert_eq!(
+            finished.iter().find(|f| f.id == id).map(|f| f.claim_token),
+            Some(token)
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_failing_claim_turns_the_poller_health_down_and_a_good_one_up() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let failing = Arc::new(AtomicBool::new(true));
+    let fail = Arc::clone(&failing);
+    let mut store = MockStore::new();
+    store.expect_claim().returning(move |_| {
+        if fail.load(Ordering::SeqCst) {
+            Err(StoreError {
+                operation: "claim",
+                reason: "connection refused".into(),
+            })
+        } else {
+            Ok(Default::default())
+        }
+    });
+    store.expect_reclaim_expired().returning(|| Ok(0));
+    store
+        .expect_pending_stats()
+        .returning(|| Ok(PendingStats::default()));
+    let mut publisher = MockDestination::new();
+    publisher.expect_destination_type().return_const("http");
+    let dispatcher = Dispatcher::new(Arc::new(store), table(publisher), options());
+    let health = dispatcher.health_check();
+    assert!(health.check().await.is_err(), "down before the first claim");
+    let mut workers = Workers::new();
+    workers.spawn("dispatcher", move |stop| dispatcher.run(stop));
+
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        if let Err(reason) = health.check().await
+            && reason.contains("connection refused")
+        {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the failing claim was never reported"
+        );
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    failing.store(false, Ordering::SeqCst);
+    while health.check().await.is_err() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "health never recovered"
+        );
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    assert!(workers.stop(Duration::from_secs(5)).await.is_empty());
+    assert!(health.check().await.is_err(), "down once stopped");
+}
+
+#[tokio::test]
+async fn shutdown_waits_for_a_publish_in_flight_and_writes_its_finish() {
+    let finished = Arc::new(Mutex::new(Vec::new()));
+    let slow = row("order.created");
+    let store = store_with(vec![slow.clone()], Arc::clone(&finished));
+    let started = Arc::new(tokio::sync::Notify::new());
+    let signal = Arc::clone(&started);
+    let mut publisher = MockDestination::new();
+    publisher.expect_destination_type().return_const("http");
+    publisher.expect_publish().returning(move |_| {
+        signal.notify_one();
+        // A blocking pause stands in for a slow destination; the dispatcher must wait for it.
+        std::thread::sleep(Duration::from_millis(300));
+        Ok(())
+    });
+    let dispatcher = Dispatcher::new(Arc::new(store), table(publisher), options());
+    let mut workers = Workers::new();
+    workers.spawn("dispatcher", move |stop| dispatcher.run(stop));
+    started.notified().await;
+    assert!(workers.stop(Duration::from_secs(10)).await.is_empty());
+    let finished = finished.lock().expect("lock");
+    assert_eq!(
+        finished.len(),
+        1,
+        "the in-flight row was finished before the stop returned"
+    );
+    assert_eq!(finished[0].finish, Finish::Sent);
+    assert_eq!(finished[0].id, slow.id);
+}
