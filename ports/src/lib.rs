@@ -6,6 +6,7 @@
 
 pub mod database;
 pub mod health;
+pub mod inbox;
 pub mod metrics;
 pub mod outbox;
 pub mod publish;
