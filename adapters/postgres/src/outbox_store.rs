@@ -10,7 +10,6 @@ use queuebox_ports::outbox::{
 };
 use sqlx::postgres::PgRow;
 use sqlx::{PgConnection, Row};
-use std::collections::HashSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -154,15 +153,14 @@ impl OutboxStore for PgOutboxStore {
     async fn renew(&self, held: &[(Uuid, Uuid)], lease: Duration) -> Result<Vec<bool>, StoreError> {
         let (ids, tokens): (Vec<Uuid>, Vec<Uuid>) = held.iter().copied().unzip();
         let mut connection = self.connection("renew").await?;
-        let renewed: Vec<Uuid> = sqlx::query_scalar(self.statements.outbox_renew.clone())
+        let renewed: Vec<i64> = sqlx::query_scalar(self.statements.outbox_renew.clone())
             .bind(&ids)
             .bind(&tokens)
             .bind(millis(lease))
             .fetch_all(&mut *connection)
             .await
             .map_err(|e| store_error("renew", e))?;
-        let renewed: HashSet<Uuid> = renewed.into_iter().collect();
-        Ok(ids.iter().map(|id| renewed.contains(id)).collect())
+        Ok(applied_positions(ids.len(), &renewed))
     }
 
     async fn finish(&self, writes: &[FencedFinish]) -> Result<Vec<bool>, StoreError> {
@@ -190,18 +188,18 @@ impl OutboxStore for PgOutboxStore {
                     states.push("pending");
                     attempts.push(Some(*attempt));
                     delays.push(Some(millis(*delay)));
-                    errors.push(Some(error.clone()));
+                    errors.push(Some(storable_text(error)));
                 }
                 Finish::Dead { error } => {
                     states.push("dead");
                     attempts.push(None);
                     delays.push(None);
-                    errors.push(Some(error.clone()));
+                    errors.push(Some(storable_text(error)));
                 }
             }
         }
         let mut connection = self.connection("finish").await?;
-        let changed: Vec<Uuid> = sqlx::query_scalar(self.statements.outbox_finish.clone())
+        let changed: Vec<i64> = sqlx::query_scalar(self.statements.outbox_finish.clone())
             .bind(&ids)
             .bind(&tokens)
             .bind(&states)
@@ -211,8 +209,7 @@ impl OutboxStore for PgOutboxStore {
             .fetch_all(&mut *connection)
             .await
             .map_err(|e| store_error("finish", e))?;
-        let changed: HashSet<Uuid> = changed.into_iter().collect();
-        Ok(ids.iter().map(|id| changed.contains(id)).collect())
+        Ok(applied_positions(ids.len(), &changed))
     }
 
     async fn reclaim_expired(&self) -> Result<u64, StoreError> {
@@ -286,6 +283,30 @@ fn header_pairs(text: &str) -> Vec<(String, String)> {
             .collect(),
         _ => Vec::new(),
     }
+}
+
+/// Per input, whether it applied, from the 1-based input positions a fenced statement returned.
+/// Matching by position rather than by id keeps a stale write of a row apart from the current
+/// owner's write of the same row in one batch.
+fn applied_positions(inputs: usize, positions: &[i64]) -> Vec<bool> {
+    let mut applied = vec![false; inputs];
+    for position in positions {
+        let slot = usize::try_from(*position)
+            .ok()
+            .and_then(|p| p.checked_sub(1))
+            .and_then(|index| applied.get_mut(index));
+        if let Some(slot) = slot {
+            *slot = true;
+        }
+    }
+    applied
+}
+
+/// `text` as PostgreSQL can store it: a text value cannot hold NUL, and a failure reason quoting a
+/// receiver's binary answer can carry one. Stored verbatim it would fail the whole finish batch, so
+/// NULs are dropped (as the relay store does).
+fn storable_text(text: &str) -> String {
+    text.replace('\0', "")
 }
 
 fn millis(duration: Duration) -> i64 {
