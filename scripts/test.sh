@@ -25,3 +25,10 @@ cargo build -p queuebox
 
 echo "== cargo test"
 cargo test --workspace --no-fail-fast
+
+# The Rust pull client is a crate of its own (its own workspace and lock file): check it the same way.
+client=clients/rust/Cargo.toml
+echo "== clients/rust: fmt, clippy, test"
+cargo fmt --manifest-path "$client" -- --check
+cargo clippy --manifest-path "$client" --all-targets -- -D warnings
+cargo test --manifest-path "$client" --no-fail-fast

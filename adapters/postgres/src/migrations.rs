@@ -54,7 +54,7 @@ macro_rules! migration {
     };
 }
 
-static MIGRATIONS: [Migration; 12] = [
+static MIGRATIONS: [Migration; 13] = [
     migration!(
         1,
         "V1__create_outbox.sql",
@@ -147,6 +147,11 @@ static MIGRATIONS: [Migration; 12] = [
         12,
         "V12__add_outbox_unkeyed_index.sql",
         [Index("idx_outbox_unkeyed_pending")]
+    ),
+    migration!(
+        13,
+        "V13__add_inbox_pull_aggregate_index.sql",
+        [Index("idx_inbox_pull_aggregate")]
     ),
 ];
 

@@ -1,0 +1,261 @@
+//! The five statements of the pull contract, rendered for a schema.
+//!
+//! They are the statements of `examples/pull/sql/postgresql` with the table and column names
+//! taken from [`crate::Schema`]; that directory's comments explain the claim. Each statement is
+//! rendered once, when the worker is built.
+
+use std::sync::Arc;
+
+use crate::named::to_positional;
+use crate::schema::Quoted;
+
+const BUSY: &str = "SELECT 1 FROM {table} b
+                     WHERE b.{source} = CAST(:source AS text) AND b.{consumption} = 'pull'
+                       AND b.{state} = 'processing' AND b.{aggregate_id} = {agg}
+                       AND b.{lease_expires_at} > now()";
+
+const CLAIM: &str = "
+WITH RECURSIVE walk (agg, id, ready, steps, ready_count) AS (
+    SELECT h.agg, h.id, r.ready, 1, r.ready
+      FROM (SELECT i.{aggregate_id} AS agg, i.{id} AS id, i.{scheduled_at} AS due
+              FROM {table} i
+             WHERE i.{source} = CAST(:source AS text) AND i.{consumption} = 'pull'
+               AND i.{state} = 'pending' AND i.{aggregate_id} IS NOT NULL
+             ORDER BY i.{aggregate_id}, i.{scheduled_at}, i.{created_at}, i.{id}
+             LIMIT 1) h
+     CROSS JOIN LATERAL (
+        SELECT CASE WHEN h.due <= now() AND NOT EXISTS ({busy_h}) THEN 1 ELSE 0 END AS ready) r
+  UNION ALL
+    SELECT h.agg, h.id, r.ready, w.steps + 1, w.ready_count + r.ready
+      FROM walk w
+     CROSS JOIN LATERAL (
+        SELECT i.{aggregate_id} AS agg, i.{id} AS id, i.{scheduled_at} AS due
+          FROM {table} i
+         WHERE i.{source} = CAST(:source AS text) AND i.{consumption} = 'pull'
+           AND i.{state} = 'pending' AND i.{aggregate_id} > w.agg
+         ORDER BY i.{aggregate_id}, i.{scheduled_at}, i.{created_at}, i.{id}
+         LIMIT 1) h
+     CROSS JOIN LATERAL (
+        SELECT CASE WHEN h.due <= now() AND NOT EXISTS ({busy_h}) THEN 1 ELSE 0 END AS ready) r
+     WHERE w.ready_count < CAST(:cand_limit AS int) AND w.steps < 4 * CAST(:cand_limit AS int)
+),
+oldest AS (
+    SELECT i.{id} AS id
+      FROM {table} i
+     WHERE i.{source} = CAST(:source AS text) AND i.{consumption} = 'pull'
+       AND i.{state} = 'pending' AND i.{scheduled_at} <= now()
+     ORDER BY i.{scheduled_at}, i.{created_at}, i.{id}
+     LIMIT CAST(:cand_limit AS int)
+),
+expired AS (
+    SELECT i.{id} AS id
+      FROM {table} i
+     WHERE i.{source} = CAST(:source AS text) AND i.{consumption} = 'pull'
+       AND i.{state} = 'processing' AND i.{lease_expires_at} <= now()
+     ORDER BY i.{lease_expires_at}, i.{id}
+     LIMIT CAST(:cand_limit AS int)
+),
+candidates AS (
+    SELECT i.{id} AS id, i.{aggregate_id} AS agg, i.{scheduled_at} AS due, i.{created_at} AS created,
+           row_number() OVER (
+               PARTITION BY i.{aggregate_id}, CASE WHEN i.{aggregate_id} IS NULL THEN i.{id} END
+               ORDER BY CASE WHEN i.{state} = 'processing' THEN 0 ELSE 1 END,
+                        i.{scheduled_at}, i.{created_at}, i.{id}) AS place
+      FROM {table} i
+     WHERE i.{id} IN (SELECT id FROM walk WHERE ready = 1
+                      UNION SELECT id FROM oldest
+                      UNION SELECT id FROM expired)
+),
+picked AS (
+    SELECT c.id
+      FROM candidates c
+     WHERE c.place = 1 AND (c.agg IS NULL OR NOT EXISTS ({busy_c}))
+     ORDER BY c.due, c.created, c.id
+     LIMIT CAST(:batch AS int)
+),
+locked AS (
+    SELECT i.{id} AS id
+      FROM {table} i
+     WHERE i.{id} IN (SELECT id FROM picked)
+       AND i.{source} = CAST(:source AS text) AND i.{consumption} = 'pull'
+       AND ((i.{state} = 'pending' AND i.{scheduled_at} <= now())
+            OR (i.{state} = 'processing' AND i.{lease_expires_at} <= now()))
+     FOR UPDATE SKIP LOCKED
+)
+UPDATE {table} t
+   SET {state} = 'processing',
+       {claim_token} = gen_random_uuid(),
+       {claimed_at} = now(),
+       {lease_expires_at} = now() + CAST(:lease_ms AS bigint) * interval '1 millisecond'
+  FROM locked
+ WHERE t.{id} = locked.id
+RETURNING t.{id} AS id, t.{claim_token} AS claim_token, t.{source} AS source,
+          t.{idempotency_key} AS idempotency_key, t.{aggregate_id} AS aggregate_id,
+          t.{event_type} AS event_type, t.{payload} AS payload, t.{headers} AS headers,
+          t.{attempt} AS attempt, t.{correlation_id} AS correlation_id, t.{created_at} AS created_at";
+
+/// The fence every write after the claim carries: this row, this token, still ours.
+const FENCE: &str = "WHERE {id} = CAST(:id AS uuid) AND {claim_token} = CAST(:token AS uuid)
+   AND {state} = 'processing' AND {lease_expires_at} > now()";
+
+const RENEW: &str = "UPDATE {table}
+   SET {lease_expires_at} = now() + CAST(:lease_ms AS bigint) * interval '1 millisecond'
+ {fence}";
+
+const COMPLETE: &str = "UPDATE {table}
+   SET {state} = 'processed', {processed_at} = now(), {claim_token} = NULL, {lease_expires_at} = NULL
+ {fence}";
+
+const RETRY: &str = "UPDATE {table}
+   SET {state} = 'pending', {attempt} = {attempt} + 1,
+       {scheduled_at} = now() + CAST(:delay_ms AS bigint) * interval '1 millisecond',
+       {last_error} = CAST(:error AS text), {claim_token} = NULL, {lease_expires_at} = NULL
+ {fence}";
+
+const DEAD: &str = "UPDATE {table}
+   SET {state} = 'dead', {last_error} = CAST(:error AS text),
+       {claim_token} = NULL, {lease_expires_at} = NULL
+ {fence}";
+
+/// One rendered statement: positional SQL and the parameter names in position order.
+#[derive(Debug, Clone)]
+pub(crate) struct Statement {
+    pub sql: Arc<str>,
+    pub names: Vec<String>,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct Statements {
+    pub claim: Statement,
+    pub renew: Statement,
+    pub complete: Statement,
+    pub retry: Statement,
+    pub dead: Statement,
+}
+
+fn fill(template: &str, q: &Quoted) -> String {
+    let text = template
+        .replace("{busy_h}", &BUSY.replace("{agg}", "h.agg"))
+        .replace("{busy_c}", &BUSY.replace("{agg}", "c.agg"))
+        .replace("{fence}", FENCE);
+    let pairs: [(&str, &str); 19] = [
+        ("{table}", &q.table),
+        ("{id}", &q.id),
+        ("{source}", &q.source),
+        ("{idempotency_key}", &q.idempotency_key),
+        ("{aggregate_id}", &q.aggregate_id),
+        ("{event_type}", &q.event_type),
+        ("{payload}", &q.payload),
+        ("{headers}", &q.headers),
+        ("{state}", &q.state),
+        ("{consumption}", &q.consumption),
+        ("{attempt}", &q.attempt),
+        ("{last_error}", &q.last_error),
+        ("{scheduled_at}", &q.scheduled_at),
+        ("{created_at}", &q.created_at),
+        ("{processed_at}", &q.processed_at),
+        ("{claimed_at}", &q.claimed_at),
+        ("{claim_token}", &q.claim_token),
+        ("{lease_expires_at}", &q.lease_expires_at),
+        ("{correlation_id}", &q.correlation_id),
+    ];
+    // Names are quoted identifiers (no braces), so one pass cannot create a new placeholder.
+    pairs
+        .iter()
+        .fold(text, |acc, (from, to)| acc.replace(from, to))
+}
+
+fn render(template: &str, q: &Quoted) -> Statement {
+    let positional = to_positional(&fill(template, q));
+    Statement {
+        sql: Arc::from(positional.sql),
+        names: positional.names,
+    }
+}
+
+impl Statements {
+    pub(crate) fn new(q: &Quoted) -> Self {
+        Self {
+            claim: render(CLAIM, q),
+            renew: render(RENEW, q),
+            complete: render(COMPLETE, q),
+            retry: render(RETRY, q),
+            dead: render(DEAD, q),
+        }
+    }
+}
+
+/// The candidate bound of the contract: three claims' worth, at least 50, at most 500.
+pub(crate) fn cand_limit(batch: u32) -> i32 {
+    let three = i64::from(batch) * 3;
+    // Clamped to 50..=500, so the cast cannot truncate.
+    three.clamp(50, 500) as i32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Schema;
+
+    #[test]
+    fn renders_every_placeholder_with_quoted_names() {
+        let schema = Schema {
+            table: "qb_inbox".into(),
+            idempotency_key: "dedup_key".into(),
+            ..Schema::default()
+        };
+        let q = schema.quoted().expect("valid schema");
+        let s = Statements::new(&q);
+        for st in [&s.claim, &s.renew, &s.complete, &s.retry, &s.dead] {
+            assert!(!st.sql.contains('{'), "unfilled placeholder in {}", st.sql);
+            assert!(st.sql.contains("\"qb_inbox\""));
+        }
+        assert!(s.claim.sql.contains("\"dedup_key\""));
+        assert_eq!(
+            s.claim.names,
+            vec!["source", "cand_limit", "batch", "lease_ms"]
+        );
+        assert_eq!(s.renew.names, vec!["lease_ms", "id", "token"]);
+        assert_eq!(s.retry.names, vec!["delay_ms", "error", "id", "token"]);
+    }
+
+    #[test]
+    fn cand_limit_follows_the_contract() {
+        assert_eq!(cand_limit(1), 50);
+        assert_eq!(cand_limit(20), 60);
+        assert_eq!(cand_limit(1000), 500);
+    }
+}
+
+/// A value bound to a named parameter.
+#[derive(Debug, Clone)]
+pub(crate) enum Param {
+    Text(String),
+    Int(i32),
+    BigInt(i64),
+    Uuid(uuid::Uuid),
+}
+
+impl Statement {
+    /// The query with each value bound at the position of its name.
+    ///
+    /// A name without a value is a bug of this crate (the statements are fixed), so it binds NULL
+    /// and lets the database reject the statement rather than panic in a worker.
+    pub(crate) fn query<'q>(
+        &self,
+        values: &[(&str, Param)],
+    ) -> sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments> {
+        let mut query = sqlx::query(sqlx::AssertSqlSafe(self.sql.clone()));
+        for name in &self.names {
+            let value = values.iter().find(|(n, _)| n == name).map(|(_, v)| v);
+            query = match value {
+                Some(Param::Text(v)) => query.bind(v.clone()),
+                Some(Param::Int(v)) => query.bind(*v),
+                Some(Param::BigInt(v)) => query.bind(*v),
+                Some(Param::Uuid(v)) => query.bind(*v),
+                None => query.bind(Option::<String>::None),
+            };
+        }
+        query
+    }
+}
