@@ -298,9 +298,8 @@ async fn serve(listener: TcpListener, state: Arc<Mutex<State>>, released: watch:
         let state = Arc::clone(&state);
         let released = released.clone();
         connections.spawn(async move {
-            let service = service_fn(move |request| {
-                handle(request, Arc::clone(&state), released.clone())
-            });
+            let service =
+                service_fn(move |request| handle(request, Arc::clone(&state), released.clone()));
             // A client that goes away mid-request (a timeout, a killed process) ends the
             // connection with an error; that is part of what the tests provoke.
             let _ = http1::Builder::new()
@@ -433,7 +432,11 @@ mod tests {
         let mut a = SplitMix64(7);
         let mut b = SplitMix64(7);
         let draws: Vec<f64> = (0..10_000).map(|_| a.next_f64()).collect();
-        assert!(draws.iter().all(|&x| x == b.next_f64() && (0.0..1.0).contains(&x)));
+        assert!(
+            draws
+                .iter()
+                .all(|&x| x == b.next_f64() && (0.0..1.0).contains(&x))
+        );
         let below = draws.iter().filter(|&&x| x < 0.1).count();
         assert!((800..1200).contains(&below), "{below}");
     }
