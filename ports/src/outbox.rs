@@ -79,6 +79,10 @@ pub enum Finish {
         /// The redacted reason, stored in `last_error`.
         error: String,
     },
+    /// Never published (the dispatcher stopped first): back to `pending` with `attempt`,
+    /// `scheduled_at` and `last_error` unchanged, so another replica takes it at once instead of after
+    /// the lease.
+    Release,
 }
 
 /// One fenced write: applied only while the row is `processing` under `claim_token` with a live lease.

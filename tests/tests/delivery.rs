@@ -648,3 +648,52 @@ async fn readiness_lists_the_outbox_poller_up() {
     assert_eq!(body["components"]["database"]["status"], "up", "{body}");
     service.stop().await;
 }
+
+#[tokio::test]
+async fn sigterm_hands_back_claimed_rows_that_were_not_started() {
+    // One publish at a time against a slow receiver: the first row is in flight, the other four are
+    // claimed and waiting for a permit when the stop comes.
+    let receiver = Receiver::start(Policy::status(200).with_delay(Duration::from_secs(1))).await;
+    let mut service = Service::start(Setup {
+        outbox_extra: "  shutdownTimeoutMs: 5000\n  concurrency: 1\n",
+        ..Setup::to(receiver.url())
+    })
+    .await;
+    let mut ids = Vec::new();
+    for n in 0..5 {
+        ids.push(
+            service
+                .insert(Row::new("order.created", json!({ "n": n })))
+                .await,
+        );
+    }
+    receiver.wait_for(1, DELIVERY).await;
+    service.qb.terminate();
+    let status = service.qb.wait_exit(Duration::from_secs(20)).await;
+    assert!(
+        status.success(),
+        "exit {status}; log:\n{}",
+        service.qb.log()
+    );
+
+    let mut sent = 0;
+    let mut released = 0;
+    for id in &ids {
+        let row = service.row(*id).await;
+        match row.state.as_str() {
+            "sent" => sent += 1,
+            // Handed back at once, attempt not spent: another replica takes it without waiting for
+            // the five-minute lease.
+            "pending" => {
+                assert_eq!(row.attempt, 0, "{row:?}");
+                released += 1;
+            }
+            other => panic!("row left {other}: {row:?}\nlog:\n{}", service.qb.log()),
+        }
+    }
+    assert_eq!(sent, receiver.count(), "every delivered row is sent");
+    assert_eq!(sent + released, 5);
+    assert!(released >= 1, "some rows were waiting when the stop came");
+    service.sql.close().await;
+    service.db.drop_database().await;
+}

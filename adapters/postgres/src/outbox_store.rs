@@ -196,6 +196,12 @@ impl OutboxStore for PgOutboxStore {
                     delays.push(None);
                     errors.push(Some(storable_text(error)));
                 }
+                Finish::Release => {
+                    states.push("pending");
+                    attempts.push(None);
+                    delays.push(None);
+                    errors.push(None);
+                }
             }
         }
         let mut connection = self.connection("finish").await?;

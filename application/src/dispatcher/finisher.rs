@@ -80,6 +80,14 @@ async fn write_batch(store: &dyn OutboxStore, batch: &mut Vec<Pending>, metrics:
 }
 
 fn count(write: &FencedFinish, changed: bool, metrics: &OutboxMetrics) {
+    if write.finish == Finish::Release {
+        // Not a delivery outcome: a row handed back unpublished. A refused release only means the
+        // lease had already passed and the reclaim or another replica has the row.
+        if !changed {
+            tracing::debug!(id = %write.id, "release of an unpublished row found the claim gone");
+        }
+        return;
+    }
     if !changed {
         metrics.claims_lost.increment(1);
         match write.finish {
@@ -97,5 +105,6 @@ fn count(write: &FencedFinish, changed: bool, metrics: &OutboxMetrics) {
         Finish::Sent => metrics.sent.increment(1),
         Finish::Retry { .. } => metrics.failed.increment(1),
         Finish::Dead { .. } => metrics.dead.increment(1),
+        Finish::Release => {}
     }
 }

@@ -27,7 +27,7 @@ use held::Held;
 use maintenance::Maintenance;
 use queuebox_domain::outbox::DeliveryOutcome;
 use queuebox_ports::health::HealthCheck;
-use queuebox_ports::outbox::{ClaimRequest, ClaimedRow, FencedFinish, OutboxStore};
+use queuebox_ports::outbox::{ClaimRequest, ClaimedRow, FencedFinish, Finish, OutboxStore};
 use queuebox_ports::publish::OutboundMessage;
 use std::sync::Arc;
 use std::time::Instant;
@@ -111,6 +111,7 @@ impl Dispatcher {
         });
 
         let mut publishes = JoinSet::new();
+        let mut unstarted: Vec<ClaimedRow> = Vec::new();
         let mut cursor = String::new();
         let batch = self.options.batch_size.max(1) as usize;
         'claiming: while !stop.is_stopping() {
@@ -129,13 +130,23 @@ impl Dispatcher {
                         self.health.claim_succeeded();
                         cursor = claim.next_key_cursor;
                         full = claim.rows.len() >= room;
-                        for row in claim.rows {
+                        for row in &claim.rows {
                             held.insert(row.id, row.claim_token);
+                        }
+                        let mut rows = claim.rows.into_iter();
+                        while let Some(row) = rows.next() {
+                            // A stop wins over a free permit: nothing new starts once stopping.
                             let permit = tokio::select! {
-                                permit = Arc::clone(&permits).acquire_owned() => permit,
-                                _ = stop.stopped() => break 'claiming,
+                                biased;
+                                _ = stop.stopped() => None,
+                                permit = Arc::clone(&permits).acquire_owned() => permit.ok(),
                             };
-                            let Ok(permit) = permit else { break 'claiming };
+                            let Some(permit) = permit else {
+                                // Stopping before these rows were published: hand them back.
+                                unstarted.push(row);
+                                unstarted.extend(rows);
+                                break 'claiming;
+                            };
                             let shared = Arc::clone(&shared);
                             publishes.spawn(async move {
                                 deliver(row, &shared).await;
@@ -159,6 +170,27 @@ impl Dispatcher {
             }
         }
 
+        // Rows claimed but never published go back to pending at once (fenced), so another replica
+        // takes them now instead of after their lease; their attempt is not spent.
+        if !unstarted.is_empty() {
+            tracing::info!(
+                rows = unstarted.len(),
+                "releasing claimed rows that were not published"
+            );
+        }
+        for row in unstarted {
+            let held = Arc::clone(&shared.held);
+            let id = row.id;
+            let release = Pending {
+                write: FencedFinish {
+                    id: row.id,
+                    claim_token: row.claim_token,
+                    finish: Finish::Release,
+                },
+                on_written: Box::new(move || held.remove(&id)),
+            };
+            let _ = shared.finishes.send(release);
+        }
         tracing::info!(in_flight = publishes.len(), "outbox dispatcher stopping");
         let drained = tokio::time::timeout(self.options.shutdown_timeout, async {
             while publishes.join_next().await.is_some() {}

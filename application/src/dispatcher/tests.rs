@@ -266,3 +266,46 @@ async fn shutdown_waits_for_a_publish_in_flight_and_writes_its_finish() {
     assert_eq!(finished[0].finish, Finish::Sent);
     assert_eq!(finished[0].id, slow.id);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rows_claimed_but_not_started_at_shutdown_are_released_unspent() {
+    let finished = Arc::new(Mutex::new(Vec::new()));
+    let rows = vec![row("order.a"), row("order.b"), row("order.c")];
+    let store = store_with(rows.clone(), Arc::clone(&finished));
+    let started = Arc::new(tokio::sync::Notify::new());
+    let signal = Arc::clone(&started);
+    let mut publisher = MockDestination::new();
+    publisher.expect_destination_type().return_const("http");
+    publisher.expect_publish().times(1).returning(move |_| {
+        signal.notify_one();
+        std::thread::sleep(Duration::from_millis(200));
+        Ok(())
+    });
+    let mut one_at_a_time = options();
+    one_at_a_time.concurrency = 1;
+    let dispatcher = Dispatcher::new(Arc::new(store), table(publisher), one_at_a_time);
+    let mut workers = Workers::new();
+    workers.spawn("dispatcher", move |stop| dispatcher.run(stop));
+    started.notified().await;
+    assert!(workers.stop(Duration::from_secs(10)).await.is_empty());
+
+    let finished = finished.lock().expect("lock");
+    let finish_of = |id: Uuid| {
+        finished
+            .iter()
+            .find(|f| f.id == id)
+            .map(|f| f.finish.clone())
+    };
+    assert_eq!(finish_of(rows[0].id), Some(Finish::Sent));
+    assert_eq!(finish_of(rows[1].id), Some(Finish::Release));
+    assert_eq!(finish_of(rows[2].id), Some(Finish::Release));
+    // Each release is fenced on the token of its own claim.
+    assert!(
+        finished
+            .iter()
+            .filter(|f| f.finish == Finish::Release)
+            .all(|f| rows
+                .iter()
+                .any(|r| r.id == f.id && r.claim_token == f.claim_token))
+    );
+}
