@@ -134,7 +134,12 @@ pub trait RelayStore: Send + Sync {
     ///
     /// # Errors
     /// A [`StoreError`] when the statement fails.
-    async fn mark_dead(&self, id: Uuid, claim_token: Uuid, reason: &str) -> Result<bool, StoreError>;
+    async fn mark_dead(
+        &self,
+        id: Uuid,
+        claim_token: Uuid,
+        reason: &str,
+    ) -> Result<bool, StoreError>;
 
     /// Returns `processing` push rows whose lease expired to `pending`; returns how many moved.
     ///
