@@ -55,10 +55,6 @@ fn civil_from_days(z: i64) -> (i64, i64, i64) {
     (if m <= 2 { y + 1 } else { y }, m, d)
 }
 
-fn is_leap(y: i64) -> bool {
-    (y % 4 == 0 && y % 100 != 0) || y % 400 == 0
-}
-
 struct Parts {
     year: i64,
     month: i64,
@@ -135,24 +131,30 @@ fn parse_width(w: &str) -> Option<(Option<usize>, Option<usize>)> {
             s.parse::<usize>().ok().map(Some)
         }
     };
-    let min = num(a)?;
+    // widths beyond a few dozen characters are meaningless; the cap keeps
+    // padding cheap whatever the picture asks for
+    let cap = |w: Option<usize>| w.map(|v| v.min(64));
+    let min = cap(num(a)?);
     let max = match b {
-        Some(b) => num(b)?,
+        Some(b) => cap(num(b)?),
         None => None,
     };
     Some((min, max))
 }
 
+const MAX_PICTURE_ITEMS: usize = 1000;
+
 fn parse_picture(picture: &str) -> Result<Vec<Item>> {
     let chars: Vec<char> = picture.chars().collect();
     // bracket balance is checked first so that it wins over marker errors
+    let last_close = chars.iter().rposition(|c| *c == ']');
     let mut j = 0;
     while let Some(&c) = chars.get(j) {
         if c == '[' && chars.get(j + 1) == Some(&'[') {
             j += 2;
             continue;
         }
-        if c == '[' && !chars.iter().skip(j).any(|c| *c == ']') {
+        if c == '[' && last_close.is_none_or(|e| e < j) {
             return Err(Error::new(
                 "D3135",
                 "No matching closing bracket ']' in date/time picture string",
@@ -197,6 +199,13 @@ fn parse_picture(picture: &str) -> Result<Vec<Item>> {
     }
     if !lit.is_empty() {
         items.push(Item::Literal(lit));
+    }
+    // parsing is linear in the input per marker: keep pictures reasonable
+    if items.len() > MAX_PICTURE_ITEMS {
+        return Err(Error::new(
+            "D3135",
+            format!("A date/time picture may contain at most {MAX_PICTURE_ITEMS} components"),
+        ));
     }
     Ok(items)
 }
@@ -313,10 +322,9 @@ fn format_number_component(value: i64, m: &Marker) -> Result<String> {
     }
     if let Some(min) = m.min_width
         && s.chars().all(|c| c.is_ascii_digit())
+        && s.len() < min
     {
-        while s.len() < min {
-            s.insert(0, '0');
-        }
+        s = format!("{}{s}", "0".repeat(min - s.len()));
     }
     Ok(s)
 }
@@ -381,7 +389,17 @@ fn parse_tz(tz: &str) -> Option<i64> {
     Some(sign * (h * 60 + m))
 }
 
+/// The range of JavaScript dates (±10^8 days around the epoch); beyond it the
+/// reference fails too, and the calendar arithmetic would overflow.
+const MAX_MILLIS: f64 = 8.64e15;
+
 pub(crate) fn format_millis(ms: f64, picture: Option<&str>, tz: Option<&str>) -> Result<String> {
+    if !ms.is_finite() || ms.abs() > MAX_MILLIS {
+        return Err(Error::new(
+            "D3110",
+            format!("The timestamp {ms} is out of range"),
+        ));
+    }
     let offset = tz.and_then(parse_tz).unwrap_or(0);
     let picture = match picture {
         Some(p) => p.to_string(),
@@ -593,6 +611,13 @@ pub(crate) fn parse_to_millis(s: &str, picture: Option<&str>, now_ms: f64) -> Re
     if vals.is_empty() {
         return Ok(None);
     }
+    // keep the calendar arithmetic far from integer overflow
+    if vals.values().any(|v| v.abs() > 10_000_000) {
+        return Err(Error::new(
+            "D3110",
+            format!("The timestamp {s} is out of range"),
+        ));
+    }
     if ['X', 'x', 'W', 'w'].iter().any(|c| vals.contains_key(c)) {
         return Err(Error::new(
             "D3136",
@@ -607,9 +632,9 @@ pub(crate) fn parse_to_millis(s: &str, picture: Option<&str>, now_ms: f64) -> Re
         vals.insert('H', hour);
     }
     let now = parts(now_ms, 0);
-    let mut year_month_day_used = vals.contains_key(&'d');
+    let by_day_of_year = vals.contains_key(&'d');
     // Y M D H m s f: leading gaps take "now", inner gaps are an error
-    let order: Vec<char> = if year_month_day_used {
+    let order: Vec<char> = if by_day_of_year {
         vec!['Y', 'd', 'H', 'm', 's', 'f']
     } else {
         vec!['Y', 'M', 'D', 'H', 'm', 's', 'f']
@@ -649,7 +674,7 @@ pub(crate) fn parse_to_millis(s: &str, picture: Option<&str>, now_ms: f64) -> Re
     };
     let pos_of = |c: char| order.iter().position(|x| *x == c).unwrap_or(0);
     let year = get('Y', 0, pos_of('Y'));
-    let days = if year_month_day_used {
+    let days = if by_day_of_year {
         let d = get('d', 1, pos_of('d'));
         days_from_civil(year, 1, 1) + d - 1
     } else {
@@ -657,13 +682,10 @@ pub(crate) fn parse_to_millis(s: &str, picture: Option<&str>, now_ms: f64) -> Re
         let day = get('D', 1, pos_of('D'));
         days_from_civil(year, month, day)
     };
-    year_month_day_used = false;
-    let _ = year_month_day_used;
     let hour = get('H', 0, pos_of('H'));
     let minute = get('m', 0, pos_of('m'));
     let second = get('s', 0, pos_of('s'));
     let milli = get('f', 0, pos_of('f'));
-    let _ = is_leap(year);
     let total = days as f64 * MS_PER_DAY
         + ((hour * 60 + minute - offset.unwrap_or(0)) * 60 + second) as f64 * 1000.0
         + milli as f64;
@@ -739,7 +761,9 @@ fn parse_component(
                     _ => (1, raw.as_str()),
                 };
                 let (h, mi) = rest.split_once(':').unwrap_or((rest, "0"));
-                Some(sign * (h.parse::<i64>().unwrap_or(0) * 60 + mi.parse::<i64>().unwrap_or(0)))
+                let h = h.parse::<i64>().unwrap_or(0).clamp(0, 10_000);
+                let mi = mi.parse::<i64>().unwrap_or(0).clamp(0, 10_000);
+                Some(sign * (h * 60 + mi))
             } else {
                 parse_tz(&normal)
             };

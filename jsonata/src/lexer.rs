@@ -33,6 +33,19 @@ pub(crate) struct Token {
 const OPS2: [&str; 10] = ["..", ":=", "!=", ">=", "<=", "**", "~>", "?:", "??", "**"];
 const OPS1: &str = ".[]{}(),@#;:?+-*/%|=<>^&!~";
 
+/// Rust strings cannot hold an unpaired UTF-16 surrogate (JavaScript strings
+/// can). We map one to a code point in a private-use block so that it stays
+/// distinguishable: the URL encoders reject it with D3140, as the reference does.
+pub(crate) const LONE_SURROGATE_BASE: u32 = 0x10_F000;
+
+fn lone_surrogate(unit: u32) -> u32 {
+    LONE_SURROGATE_BASE + (unit - 0xD800)
+}
+
+pub(crate) fn is_lone_surrogate(c: char) -> bool {
+    (LONE_SURROGATE_BASE..LONE_SURROGATE_BASE + 0x800).contains(&(c as u32))
+}
+
 pub(crate) struct Lexer {
     chars: Vec<char>,
     pub pos: usize,
@@ -264,8 +277,10 @@ impl Lexer {
                             0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00)
                         } else {
                             self.pos = save;
-                            0xFFFD
+                            lone_surrogate(hi)
                         }
+                    } else if (0xD800..0xE000).contains(&hi) {
+                        lone_surrogate(hi)
                     } else {
                         hi
                     };

@@ -33,9 +33,9 @@ use std::sync::Arc;
 pub type Bindings = serde_json::Map<String, Value>;
 
 /// A compiled expression. Compile once, evaluate many times, from any thread.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Expression {
-    root: ast::Node,
+    root: Arc<ast::Node>,
     source: Arc<str>,
 }
 
@@ -44,7 +44,7 @@ impl Expression {
     pub fn compile(source: &str) -> Result<Expression, Error> {
         let root = parser::Parser::parse(source)?;
         Ok(Expression {
-            root,
+            root: Arc::new(root),
             source: Arc::from(source),
         })
     }
@@ -83,7 +83,9 @@ impl Expression {
         };
         for (k, v) in bindings {
             let v = value::from_json(v, 0)?;
-            ctx.bind(0, Arc::from(k.as_str()), Some(v));
+            // accept "topic" and "$topic" alike
+            let name = k.strip_prefix('$').unwrap_or(k);
+            ctx.bind(0, Arc::from(name), Some(v));
         }
         ctx.bind(0, Arc::from("$"), input.clone());
         // a top-level array is wrapped so that paths treat it as one value

@@ -72,6 +72,12 @@ impl StackGuard {
         }
     }
 
+    /// Stack still available under this guard's budget.
+    pub(crate) fn remaining(&self) -> usize {
+        self.budget
+            .saturating_sub(self.base.abs_diff(stack_address()))
+    }
+
     pub(crate) fn check(&self) -> Result<()> {
         if self.base.abs_diff(stack_address()) > self.budget {
             Err(Error::new(
@@ -179,6 +185,10 @@ impl Budget {
         }
         self.stack.check()?;
         self.tick()
+    }
+
+    pub(crate) fn stack_remaining(&self) -> usize {
+        self.stack.remaining()
     }
 
     pub(crate) fn leave(&mut self) {

@@ -322,6 +322,9 @@ pub(crate) fn format_number(n: f64, picture: &str, options: Option<&Map>) -> Res
     }
     let int_groups = group_positions(&pic.integer, &p, true);
     let frac_groups = group_positions(&pic.fraction, &p, false);
+    // sets: a long picture can have thousands of separators
+    let int_group_set: std::collections::HashSet<usize> = int_groups.iter().copied().collect();
+    let frac_group_set: std::collections::HashSet<usize> = frac_groups.iter().copied().collect();
     let mut min_int = pic
         .integer
         .iter()
@@ -365,8 +368,9 @@ pub(crate) fn format_number(n: f64, picture: &str, options: Option<&Map>) -> Res
         None => (text.clone(), String::new()),
     };
     let mut int_digits = int_digits.trim_start_matches('0').to_string();
-    while int_digits.len() < min_int {
-        int_digits.insert(0, '0');
+    if int_digits.len() < min_int {
+        // pad in one go: pictures can be long, repeated inserts are quadratic
+        int_digits = format!("{}{int_digits}", "0".repeat(min_int - int_digits.len()));
     }
     if int_digits.is_empty() && has_optional_int && pic.exponent.is_some() {
         int_digits.push('0');
@@ -391,7 +395,7 @@ pub(crate) fn format_number(n: f64, picture: &str, options: Option<&Map>) -> Res
         if i > 0 {
             let sep = match regular {
                 Some(k) => i % k == 0,
-                None => int_groups.contains(&i),
+                None => int_group_set.contains(&i),
             };
             if sep {
                 grouped.push(p.grouping);
@@ -405,7 +409,7 @@ pub(crate) fn format_number(n: f64, picture: &str, options: Option<&Map>) -> Res
     if !frac_digits.is_empty() {
         out.push(p.decimal);
         for (i, c) in frac_digits.chars().enumerate() {
-            if i > 0 && frac_groups.contains(&i) {
+            if i > 0 && frac_group_set.contains(&i) {
                 out.push(p.grouping);
             }
             out.push(map_digit(c));
@@ -700,7 +704,6 @@ fn apply_case(s: &str, case: WordCase) -> String {
         WordCase::Upper => s.to_uppercase(),
         WordCase::Title => {
             let mut out = String::new();
-            let mut start = true;
             let mut word = String::new();
             let flush = |word: &mut String, out: &mut String| {
                 if word == "and" {
@@ -718,13 +721,10 @@ fn apply_case(s: &str, case: WordCase) -> String {
                 if c == ' ' || c == '-' || c == ',' {
                     flush(&mut word, &mut out);
                     out.push(c);
-                    start = true;
                 } else {
                     word.push(c);
-                    start = false;
                 }
             }
-            let _ = start;
             flush(&mut word, &mut out);
             out
         }
@@ -773,6 +773,9 @@ pub(crate) fn format_integer(n: f64, picture: &str) -> Result<String> {
     let abs = n.abs().trunc();
     let int = abs.min(3.4e38) as u128;
     let body = match &pic.primary {
+        // Roman numerals for huge values would be absurdly long: as XPath
+        // allows, fall back to decimal digits
+        Primary::Roman(_) if int >= 1_000_000 => format!("{abs:.0}"),
         Primary::Roman(upper) => {
             let r = roman(int);
             if *upper { r.to_uppercase() } else { r }
@@ -800,10 +803,14 @@ pub(crate) fn format_integer(n: f64, picture: &str) -> Result<String> {
                 })
                 .collect();
             let mut digits = digits;
-            while digits.len() < *mandatory {
-                digits.insert(0, *zero);
+            if digits.len() < *mandatory {
+                let mut padded = vec![*zero; *mandatory - digits.len()];
+                padded.append(&mut digits);
+                digits = padded;
             }
             let positions: Vec<usize> = groups.iter().map(|g| g.0).collect();
+            let group_map: std::collections::HashMap<usize, char> =
+                groups.iter().copied().collect();
             let same_sep = groups
                 .windows(2)
                 .all(|w| w.first().map(|a| a.1) == w.get(1).map(|b| b.1));
@@ -823,7 +830,7 @@ pub(crate) fn format_integer(n: f64, picture: &str) -> Result<String> {
                                 None
                             }
                         }
-                        None => groups.iter().find(|g| g.0 == i).map(|g| g.1),
+                        None => group_map.get(&i).copied(),
                     };
                     if let Some(s) = sep {
                         out.push(s);
@@ -881,6 +888,9 @@ fn word_value(w: &str) -> Option<f64> {
     }
     SCALES.iter().find(|s| s.1 == base).map(|s| s.0)
 }
+
+/// Longest number-in-words we parse; also bounds the recursion below.
+const MAX_WORD_TOKENS: usize = 200;
 
 fn parse_words(tokens: &[f64]) -> f64 {
     // split at the last occurrence of the largest scale word
@@ -950,6 +960,9 @@ pub(crate) fn parse_integer(s: &str, picture: &str) -> Result<Option<f64>> {
                 .filter(|t| !t.is_empty() && !t.eq_ignore_ascii_case("and"))
                 .filter_map(word_value)
                 .collect();
+            if tokens.len() > MAX_WORD_TOKENS {
+                return Ok(None);
+            }
             parse_words(&tokens)
         }
         Primary::Decimal { zero, .. } => {

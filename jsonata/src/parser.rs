@@ -82,6 +82,12 @@ fn tok_text(t: &Tok) -> String {
 
 impl Parser {
     pub fn parse(src: &str) -> Result<Node> {
+        Self::parse_with_stack(src, COMPILE_STACK_BYTES)
+    }
+
+    /// Parse with an explicit native stack budget (used by `$eval`, which
+    /// parses while an evaluation already occupies part of the stack).
+    pub fn parse_with_stack(src: &str, stack_budget: usize) -> Result<Node> {
         let mut lex = Lexer::new(src);
         let tok = lex.next(true)?;
         let mut p = Parser {
@@ -90,7 +96,7 @@ impl Parser {
             prev_operand: false,
             depth: 0,
             slots: Vec::new(),
-            stack: StackGuard::new(COMPILE_STACK_BYTES),
+            stack: StackGuard::new(stack_budget),
         };
         let raw = p.expression(0)?;
         if p.tok.tok != Tok::End {
@@ -572,9 +578,8 @@ impl Parser {
         l: Box<Node>,
         r: Box<Node>,
         pos: usize,
-        keep_array: bool,
+        _keep_array: bool,
     ) -> Result<Node> {
-        let _ = (pos, keep_array);
         Ok({
             let lstep = self.process(*l)?;
             let mut result = if matches!(lstep.kind, Kind::Path(_)) {
@@ -647,9 +652,8 @@ impl Parser {
         l: Box<Node>,
         r: Box<Node>,
         pos: usize,
-        keep_array: bool,
+        _keep_array: bool,
     ) -> Result<Node> {
-        let _ = (pos, keep_array);
         Ok({
             let mut result = self.process(*l)?;
             let mut predicate = self.process(*r)?;
@@ -695,9 +699,8 @@ impl Parser {
         l: Box<Node>,
         pairs: Vec<(Node, Node)>,
         pos: usize,
-        keep_array: bool,
+        _keep_array: bool,
     ) -> Result<Node> {
-        let _ = (pos, keep_array);
         Ok({
             let mut result = self.process(*l)?;
             if result.group.is_some() {
@@ -722,9 +725,8 @@ impl Parser {
         l: Box<Node>,
         terms: Vec<SortTerm>,
         pos: usize,
-        keep_array: bool,
+        _keep_array: bool,
     ) -> Result<Node> {
-        let _ = (pos, keep_array);
         Ok({
             let mut result = self.process(*l)?;
             if !matches!(result.kind, Kind::Path(_)) {
@@ -762,7 +764,6 @@ impl Parser {
         pos: usize,
         keep_array: bool,
     ) -> Result<Node> {
-        let _ = (pos, keep_array);
         Ok({
             let mut result = self.process(*l)?;
             let step: &mut Node = match &mut result.kind {
@@ -801,9 +802,8 @@ impl Parser {
         l: Box<Node>,
         var: Arc<str>,
         pos: usize,
-        keep_array: bool,
+        _keep_array: bool,
     ) -> Result<Node> {
-        let _ = (pos, keep_array);
         Ok({
             let mut result = self.process(*l)?;
             if !matches!(result.kind, Kind::Path(_)) {
@@ -838,9 +838,8 @@ impl Parser {
         l: Box<Node>,
         r: Box<Node>,
         pos: usize,
-        keep_array: bool,
+        _keep_array: bool,
     ) -> Result<Node> {
-        let _ = (pos, keep_array);
         Ok({
             let l = self.process(*l)?;
             let r = self.process(*r)?;
@@ -858,9 +857,8 @@ impl Parser {
         l: Box<Node>,
         r: Box<Node>,
         pos: usize,
-        keep_array: bool,
+        _keep_array: bool,
     ) -> Result<Node> {
-        let _ = (pos, keep_array);
         Ok({
             let l = self.process(*l)?;
             let r = self.process(*r)?;
@@ -880,9 +878,8 @@ impl Parser {
         name: Arc<str>,
         r: Box<Node>,
         pos: usize,
-        keep_array: bool,
+        _keep_array: bool,
     ) -> Result<Node> {
-        let _ = (pos, keep_array);
         Ok({
             let r = self.process(*r)?;
             let mut n = Node::new(Kind::Placeholder, pos);
@@ -893,8 +890,7 @@ impl Parser {
     }
 
     #[inline(never)]
-    fn arm_neg(&mut self, e: Box<Node>, pos: usize, keep_array: bool) -> Result<Node> {
-        let _ = (pos, keep_array);
+    fn arm_neg(&mut self, e: Box<Node>, pos: usize, _keep_array: bool) -> Result<Node> {
         Ok({
             let e = self.process(*e)?;
             match e.kind {
@@ -912,8 +908,7 @@ impl Parser {
     }
 
     #[inline(never)]
-    fn arm_array(&mut self, items: Vec<Node>, pos: usize, keep_array: bool) -> Result<Node> {
-        let _ = (pos, keep_array);
+    fn arm_array(&mut self, items: Vec<Node>, pos: usize, _keep_array: bool) -> Result<Node> {
         Ok({
             let mut n = Node::new(Kind::Placeholder, pos);
             let mut out = Vec::new();
@@ -932,9 +927,8 @@ impl Parser {
         &mut self,
         pairs: Vec<(Node, Node)>,
         pos: usize,
-        keep_array: bool,
+        _keep_array: bool,
     ) -> Result<Node> {
-        let _ = (pos, keep_array);
         Ok({
             let mut n = Node::new(Kind::Placeholder, pos);
             let mut out = Vec::new();
@@ -951,8 +945,7 @@ impl Parser {
     }
 
     #[inline(never)]
-    fn arm_block(&mut self, items: Vec<Node>, pos: usize, keep_array: bool) -> Result<Node> {
-        let _ = (pos, keep_array);
+    fn arm_block(&mut self, items: Vec<Node>, pos: usize, _keep_array: bool) -> Result<Node> {
         Ok({
             let mut n = Node::new(Kind::Placeholder, pos);
             let mut out = Vec::new();
@@ -978,9 +971,8 @@ impl Parser {
         t: Box<Node>,
         e: Option<Box<Node>>,
         pos: usize,
-        keep_array: bool,
+        _keep_array: bool,
     ) -> Result<Node> {
-        let _ = (pos, keep_array);
         Ok({
             let mut n = Node::new(Kind::Placeholder, pos);
             let c = self.process(*c)?;
@@ -1006,9 +998,8 @@ impl Parser {
         p: Box<Node>,
         args: Vec<Node>,
         pos: usize,
-        keep_array: bool,
+        _keep_array: bool,
     ) -> Result<Node> {
-        let _ = (pos, keep_array);
         Ok({
             let (p, args, n) = self.process_call(*p, args, pos)?;
             let mut n = n;
@@ -1023,9 +1014,8 @@ impl Parser {
         p: Box<Node>,
         args: Vec<Node>,
         pos: usize,
-        keep_array: bool,
+        _keep_array: bool,
     ) -> Result<Node> {
-        let _ = (pos, keep_array);
         Ok({
             let (p, args, n) = self.process_call(*p, args, pos)?;
             let mut n = n;
@@ -1035,8 +1025,7 @@ impl Parser {
     }
 
     #[inline(never)]
-    fn arm_lambda(&mut self, def: Arc<LambdaDef>, pos: usize, keep_array: bool) -> Result<Node> {
-        let _ = (pos, keep_array);
+    fn arm_lambda(&mut self, def: Arc<LambdaDef>, pos: usize, _keep_array: bool) -> Result<Node> {
         Ok({
             let def = match Arc::try_unwrap(def) {
                 Ok(d) => d,
@@ -1060,9 +1049,8 @@ impl Parser {
         &mut self,
         def: Arc<TransformDef>,
         pos: usize,
-        keep_array: bool,
+        _keep_array: bool,
     ) -> Result<Node> {
-        let _ = (pos, keep_array);
         Ok({
             let def = match Arc::try_unwrap(def) {
                 Ok(d) => d,

@@ -5,6 +5,8 @@
 use crate::error::{Error, Result};
 use crate::value::Val;
 
+const MAX_PARAMS: usize = 64;
+
 #[derive(Debug, Clone)]
 pub(crate) struct Param {
     /// Symbols this parameter accepts, e.g. "sm" or "asnblfom".
@@ -133,6 +135,13 @@ impl Signature {
             }
             i += 1;
         }
+        // matching recurses once per parameter: keep that shallow
+        if params.len() > MAX_PARAMS {
+            return Err(Error::new(
+                "S0401",
+                format!("A function signature may declare at most {MAX_PARAMS} parameters"),
+            ));
+        }
         Ok(Signature { params })
     }
 
@@ -144,7 +153,14 @@ impl Signature {
         si: usize,
         spans: &mut Vec<(usize, usize)>,
         full: bool,
+        steps: &mut u32,
     ) -> bool {
+        // bound the backtracking: signatures such as `<n+n+n+n+>` could
+        // otherwise take exponential time
+        *steps += 1;
+        if *steps > 100_000 {
+            return false;
+        }
         let Some(p) = self.params.get(pi) else {
             return !full || si == syms.len();
         };
@@ -163,7 +179,7 @@ impl Signature {
                 return false;
             }
             spans.push((si, si + take));
-            if self.matches(pi + 1, syms, si + take, spans, full) {
+            if self.matches(pi + 1, syms, si + take, spans, full, steps) {
                 return true;
             }
             spans.pop();
@@ -182,7 +198,7 @@ impl Signature {
     ) -> Result<Vec<Option<Val>>> {
         let syms: Vec<char> = args.iter().map(|a| symbol(a.as_ref())).collect();
         let mut spans = Vec::new();
-        if !self.matches(0, &syms, 0, &mut spans, true) {
+        if !self.matches(0, &syms, 0, &mut spans, true, &mut 0) {
             return Err(self.mismatch(&syms, &args, name));
         }
         let mut out = Vec::with_capacity(self.params.len());
@@ -268,7 +284,7 @@ impl Signature {
                     .unwrap_or_default(),
             };
             let mut spans = Vec::new();
-            if !partial.matches(0, syms, 0, &mut spans, false) {
+            if !partial.matches(0, syms, 0, &mut spans, false, &mut 0) {
                 break;
             }
             good = spans.last().map(|s| s.1).unwrap_or(0);

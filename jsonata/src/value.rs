@@ -46,6 +46,9 @@ pub(crate) enum Func {
         call: Arc<Node>,
         env: usize,
         input: Option<Val>,
+        /// First scope of the call that produced this thunk: once the
+        /// thunk's arguments are evaluated, that call's scopes are dead.
+        base: usize,
     },
     Builtin(&'static Builtin),
     /// A partially applied built-in; `None` marks a `?` placeholder.
@@ -106,6 +109,11 @@ impl std::ops::Deref for Obj {
 
 fn drain_into(v: Val, stack: &mut Vec<Val>) {
     match v {
+        Val::Func(rc) => {
+            if let Ok(mut f) = Rc::try_unwrap(rc) {
+                f.take_children(stack);
+            }
+        }
         Val::Arr(rc, _) => {
             if let Ok(mut items) = Rc::try_unwrap(rc) {
                 stack.append(&mut items.0);
@@ -120,12 +128,49 @@ fn drain_into(v: Val, stack: &mut Vec<Val>) {
     }
 }
 
+impl Func {
+    /// Move out the values this function holds (captured input, bound
+    /// arguments, composed functions) so they can be dropped iteratively.
+    fn take_children(&mut self, stack: &mut Vec<Val>) {
+        match self {
+            Func::Lambda { input, .. }
+            | Func::Thunk { input, .. }
+            | Func::PartialLambda { input, .. } => {
+                if let Some(v) = input.take() {
+                    stack.push(v);
+                }
+            }
+            Func::Partial { func, args } => {
+                stack.push(std::mem::replace(func, Val::Null));
+                stack.extend(args.drain(..).flatten().flatten());
+            }
+            Func::Chain(a, b) => {
+                stack.push(std::mem::replace(a, Val::Null));
+                stack.push(std::mem::replace(b, Val::Null));
+            }
+            Func::Builtin(_) | Func::Regex(_) | Func::Transform { .. } => {}
+        }
+    }
+}
+
+// Functions can nest (a partial application of a partial application, a
+// closure capturing a context that holds a closure, ...) as deeply as data.
+impl Drop for Func {
+    fn drop(&mut self) {
+        let mut stack = Vec::new();
+        self.take_children(&mut stack);
+        while let Some(v) = stack.pop() {
+            drain_into(v, &mut stack);
+        }
+    }
+}
+
 impl Drop for Items {
     fn drop(&mut self) {
         if self
             .0
             .iter()
-            .all(|v| !matches!(v, Val::Arr(..) | Val::Obj(_)))
+            .all(|v| !matches!(v, Val::Arr(..) | Val::Obj(_) | Val::Func(_)))
         {
             return;
         }
@@ -141,7 +186,7 @@ impl Drop for Obj {
         if self
             .0
             .values()
-            .all(|v| !matches!(v, Val::Arr(..) | Val::Obj(_)))
+            .all(|v| !matches!(v, Val::Arr(..) | Val::Obj(_) | Val::Func(_)))
         {
             return;
         }

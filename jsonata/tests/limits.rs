@@ -5,8 +5,10 @@ use queuebox_jsonata::{Bindings, Error, Expression, Limits};
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 
-/// Slack allowed past the time limit (debug builds on a shared machine).
-const MARGIN: Duration = Duration::from_millis(400);
+/// Slack allowed past the time limit: the clock is read often, but after the
+/// deadline the evaluation still unwinds and frees what it built (slower in
+/// debug builds, and CI machines are shared).
+const MARGIN: Duration = Duration::from_millis(if cfg!(debug_assertions) { 750 } else { 250 });
 
 fn limits(timeout_ms: u64) -> Limits {
     Limits {
@@ -27,6 +29,10 @@ fn expect_code(expr: &str, data: &Value, lim: &Limits, code: &str) {
         Err(e) => assert_eq!(e.code, code, "{expr}: unexpected error {e}"),
         Ok(v) => panic!("{expr}: expected {code}, got {v:?}"),
     }
+    println!(
+        "limit: {code} after {took:>12?} (timeout {:?}) for {expr}",
+        lim.timeout
+    );
     assert!(
         took <= lim.timeout + MARGIN,
         "{expr}: took {took:?} (limit {:?})",
@@ -247,4 +253,69 @@ fn evaluation_leaves_no_thread_busy() {
         "U1001",
     );
     assert!(before >= 1);
+}
+
+#[test]
+fn pathological_inputs_to_built_ins_stay_fast() {
+    let lim = limits(2000);
+    for e in [
+        "$formatInteger(1e30, 'I')",
+        "$parseInteger($join([1..5000].'trillion', ' '), 'w')",
+        "$fromMillis(0, $join([1..20000].'[x', ''))",
+        "$fromMillis(0, '[Y,999999999]')",
+        "$formatInteger(1, $join([1..200000].'0', ''))",
+        "$formatNumber(1, $join([1..200000].'0', ''))",
+        "$formatNumber(1e300, $join([1..100000].'0', ','))",
+        "$count([1..200000]{'k': $}.k)",
+        "$count(([1..200000]@$v){'k': $v}.k)",
+        "$formatInteger(1e300, $join([1..100000].'0', ','))",
+        "$toMillis($join([1..100000].'one', ' '), $join([1..100000].'[Yw]', ' '))",
+        "(function($a)<n+n+n+n+n+n+n+n+n+n+n+n+s>{1})(1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1)",
+        "$formatNumber(1e300, '#,##0.' & $join([1..20000].'#', ''))",
+        "$eval('function($a)<' & $join([1..100000].'n', '') & '>{1}')",
+    ] {
+        let (r, took) = run(e, &json!(null), &lim);
+        assert!(took < Duration::from_secs(2), "{e}: took {took:?} -> {r:?}");
+    }
+}
+
+#[test]
+fn scopes_are_released_after_calls() {
+    // more calls than the per-evaluation scope cap (1M): only works because
+    // each call's scope is freed when it returns
+    let lim = limits(60_000);
+    let (r, _) = run(
+        "$count($map([1..1100000], function($v){ $v }))",
+        &json!(null),
+        &lim,
+    );
+    assert_eq!(r, Ok(Some(json!(1_100_000))));
+    // closures that escape keep their scopes alive and still work
+    let (r, _) = run(
+        "($mk := function($n){ function(){ $n } }; $map([1..5], function($i){ $mk($i) }) ~> $map(function($f){ $f() }))",
+        &json!(null),
+        &lim,
+    );
+    assert_eq!(r, Ok(Some(json!([1, 2, 3, 4, 5]))));
+}
+
+#[test]
+fn deeply_nested_functions_are_dropped_and_called_safely() {
+    let lim = limits(10_000);
+    let partials =
+        "($f := function($g, $n){ $n = 0 ? $g : $f($g(?), $n - 1) }; $f($string, 30000))";
+    let chains =
+        "($f := function($g, $n){ $n = 0 ? $g : $f($g ~> $string, $n - 1) }; $f($string, 30000))";
+    let captured = "($f := function($g, $n){ $n = 0 ? $g : $f($g.(function(){ 1 }), $n - 1) }; $f($string, 30000))";
+    for src in [partials, chains, captured] {
+        // building (and dropping) 30 000 nested functions must not overflow
+        let (r, _) = run(src, &json!(null), &lim);
+        assert!(
+            matches!(r, Ok(_) | Err(Error { code: "U1001", .. })),
+            "{src}: {r:?}"
+        );
+    }
+    // calling them recurses: the depth/stack guard stops it
+    expect_code(&format!("({partials})('x')"), &json!(null), &lim, "U1001");
+    expect_code(&format!("({chains})('x')"), &json!(null), &lim, "U1001");
 }

@@ -150,3 +150,212 @@ fn mutated_suite_expressions_never_panic() {
     );
     assert!(panics.is_empty(), "panicked on: {panics:#?}");
 }
+
+const BUILTINS: [&str; 64] = [
+    "string",
+    "length",
+    "substring",
+    "substringBefore",
+    "substringAfter",
+    "uppercase",
+    "lowercase",
+    "trim",
+    "pad",
+    "contains",
+    "split",
+    "join",
+    "match",
+    "replace",
+    "eval",
+    "base64encode",
+    "base64decode",
+    "encodeUrlComponent",
+    "encodeUrl",
+    "decodeUrlComponent",
+    "decodeUrl",
+    "formatNumber",
+    "formatBase",
+    "formatInteger",
+    "parseInteger",
+    "number",
+    "abs",
+    "floor",
+    "ceil",
+    "round",
+    "power",
+    "sqrt",
+    "random",
+    "sum",
+    "max",
+    "min",
+    "average",
+    "boolean",
+    "not",
+    "exists",
+    "count",
+    "append",
+    "sort",
+    "reverse",
+    "shuffle",
+    "distinct",
+    "zip",
+    "keys",
+    "lookup",
+    "spread",
+    "merge",
+    "sift",
+    "each",
+    "error",
+    "assert",
+    "type",
+    "map",
+    "filter",
+    "single",
+    "reduce",
+    "now",
+    "millis",
+    "fromMillis",
+    "toMillis",
+];
+
+const ARGS: [&str; 16] = [
+    "()",
+    "null",
+    "0",
+    "-1",
+    "1e308",
+    "-1e308",
+    "0.5",
+    "9007199254740993",
+    "''",
+    "'[Y0001]-[M01]'",
+    "'#,##0.0e0;w'",
+    "[1, 'a', [2]]",
+    "{'a': {'b': 1}}",
+    "function($x, $y){ $x }",
+    "/a+/",
+    "[1..3]",
+];
+
+#[test]
+fn builtins_with_extreme_arguments_never_panic() {
+    let limits = Limits {
+        timeout: Duration::from_millis(50),
+        ..Limits::default()
+    };
+    let data = json!({"a": 1});
+    let mut panics = Vec::new();
+    let mut runs = 0;
+    for f in BUILTINS {
+        for a in ARGS {
+            for b in ARGS {
+                for c in ["", ", 2", ", -1e308", ", 'x'", ", function($v){ $v }"] {
+                    let src = format!("${f}({a}, {b}{c})");
+                    runs += 1;
+                    let r = catch_unwind(AssertUnwindSafe(|| {
+                        if let Ok(x) = Expression::compile(&src) {
+                            let _ = x.evaluate(&data, &Bindings::new(), &limits);
+                        }
+                    }));
+                    if r.is_err() {
+                        panics.push(src);
+                    }
+                }
+            }
+        }
+    }
+    println!("robustness: {runs} built-in calls, {} panics", panics.len());
+    assert!(panics.is_empty(), "panicked on: {panics:#?}");
+}
+
+/// Random expressions from a small grammar: exercises combinations the suite
+/// does not (parent operators in odd places, bindings on any step, ...).
+fn gen_expr(rng: &mut Rng, depth: usize) -> String {
+    if depth == 0 {
+        const LEAVES: [&str; 16] = [
+            "a", "b", "$", "$$", "%", "*", "**", "1", "'s'", "true", "null", "$v", "[1,2]", "{}",
+            "/x/", "()",
+        ];
+        return LEAVES[rng.below(LEAVES.len())].to_string();
+    }
+    let d = depth - 1;
+    match rng.below(22) {
+        0 => format!("{}.{}", gen_expr(rng, d), gen_expr(rng, d)),
+        1 => format!("{}[{}]", gen_expr(rng, d), gen_expr(rng, d)),
+        2 => format!("{}@$v", gen_expr(rng, d)),
+        3 => format!("{}#$i", gen_expr(rng, d)),
+        4 => format!("{}^({})", gen_expr(rng, d), gen_expr(rng, d)),
+        5 => format!(
+            "{}{{{}: {}}}",
+            gen_expr(rng, d),
+            gen_expr(rng, d),
+            gen_expr(rng, d)
+        ),
+        6 => format!(
+            "({} ? {} : {})",
+            gen_expr(rng, d),
+            gen_expr(rng, d),
+            gen_expr(rng, d)
+        ),
+        7 => format!("({}; {})", gen_expr(rng, d), gen_expr(rng, d)),
+        8 => format!("($v := {}; {})", gen_expr(rng, d), gen_expr(rng, d)),
+        9 => format!("function($v){{{}}}({})", gen_expr(rng, d), gen_expr(rng, d)),
+        10 => format!(
+            "{} ~> $map(function($v){{{}}})",
+            gen_expr(rng, d),
+            gen_expr(rng, d)
+        ),
+        11 => format!(
+            "{} ~> |{}|{{'k': {}}}|",
+            gen_expr(rng, d),
+            gen_expr(rng, d),
+            gen_expr(rng, d)
+        ),
+        12 => format!("[{}, {}]", gen_expr(rng, d), gen_expr(rng, d)),
+        13 => format!("{{'x': {}}}", gen_expr(rng, d)),
+        14 => format!("{} & {}", gen_expr(rng, d), gen_expr(rng, d)),
+        15 => format!("{} + {}", gen_expr(rng, d), gen_expr(rng, d)),
+        16 => format!("{} = {}", gen_expr(rng, d), gen_expr(rng, d)),
+        17 => format!("{} in {}", gen_expr(rng, d), gen_expr(rng, d)),
+        18 => format!("$string({})", gen_expr(rng, d)),
+        19 => format!("$sort({})", gen_expr(rng, d)),
+        20 => format!("{}[]", gen_expr(rng, d)),
+        _ => format!(
+            "$reduce({}, function($a, $b){{[$a, $b]}})",
+            gen_expr(rng, d)
+        ),
+    }
+}
+
+#[test]
+fn generated_expressions_never_panic() {
+    let rounds: usize = std::env::var("QB_JSONATA_FUZZ_ROUNDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(2);
+    let data = json!({"a": [{"b": 1, "a": {"b": 2}}, {"b": [3, 4]}], "b": "x"});
+    let limits = Limits {
+        timeout: Duration::from_millis(50),
+        ..Limits::default()
+    };
+    let mut rng = Rng(0x2545_F491_4F6C_DD1D);
+    let mut panics = Vec::new();
+    let n = rounds * 1500;
+    for _ in 0..n {
+        let depth = 1 + rng.below(4);
+        let src = gen_expr(&mut rng, depth);
+        let r = catch_unwind(AssertUnwindSafe(|| {
+            if let Ok(x) = Expression::compile(&src) {
+                let _ = x.evaluate(&data, &Bindings::new(), &limits);
+            }
+        }));
+        if r.is_err() {
+            panics.push(src);
+        }
+    }
+    println!(
+        "robustness: {n} generated expressions, {} panics",
+        panics.len()
+    );
+    assert!(panics.is_empty(), "panicked on: {panics:#?}");
+}

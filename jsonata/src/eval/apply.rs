@@ -1,7 +1,7 @@
 //! Function calls: lambdas, built-ins, partial application, the `~>` operator,
 //! regex matchers, the transform operator, and the tail-call trampoline.
 
-use super::{Ctx, R};
+use super::{Ctx, R, refers_to_scopes};
 use crate::ast::{Kind, LambdaDef, Node, TransformDef};
 use crate::error::{Error, Result};
 use crate::functions;
@@ -131,6 +131,7 @@ impl Ctx {
                             None => {}
                         }
                     }
+                    self.note_closure();
                     Ok(Some(Val::Func(Rc::new(Func::PartialLambda {
                         def: def.clone(),
                         env: frame,
@@ -208,14 +209,20 @@ impl Ctx {
         loop {
             let thunk = match &result {
                 Some(Val::Func(f)) => match &**f {
-                    Func::Thunk { call, env, input } => Some((call.clone(), *env, input.clone())),
+                    Func::Thunk {
+                        call,
+                        env,
+                        input,
+                        base,
+                    } => Some((call.clone(), *env, input.clone(), *base)),
                     _ => None,
                 },
                 _ => None,
             };
-            let Some((call, tenv, tinput)) = thunk else {
+            let Some((call, tenv, tinput, base)) = thunk else {
                 break;
             };
+            result = None;
             self.budget.tick()?;
             let Kind::Call(p, args) = &call.kind else {
                 break;
@@ -224,6 +231,20 @@ impl Ctx {
             let mut vals = Vec::with_capacity(args.len());
             for a in args {
                 vals.push(self.eval(a, tinput.as_ref(), tenv)?);
+            }
+            // The finished call's scopes are dead now unless what we carry into
+            // the next call refers to them. Built-ins may use the caller's
+            // scope (`$eval`), so only user functions qualify.
+            let user_fn = matches!(&next, Some(Val::Func(f)) if matches!(&**f, Func::Lambda { .. } | Func::PartialLambda { .. }));
+            if user_fn
+                && base >= 1
+                && !next.as_ref().is_some_and(|v| refers_to_scopes(v, base, 0))
+                && !vals.iter().flatten().any(|v| refers_to_scopes(v, base, 0))
+                && !tinput
+                    .as_ref()
+                    .is_some_and(|v| refers_to_scopes(v, base, 0))
+            {
+                self.truncate_frames(base);
             }
             result = match self.apply_inner(next, vals, tinput.as_ref(), tenv, p) {
                 Ok(r) => r,
@@ -271,11 +292,16 @@ impl Ctx {
             Some(sig) => sig.validate(args, input, &proc_name(callee))?,
             None => args,
         };
-        let frame = self.new_frame(lenv)?;
-        for (i, p) in def.params.iter().enumerate() {
-            self.bind(frame, p.clone(), args.get(i).cloned().flatten());
-        }
-        self.eval(&def.body, linput, frame)
+        let mut args = args.into_iter();
+        self.with_call_scope(
+            lenv,
+            &mut |ctx, frame| {
+                for p in def.params.iter() {
+                    ctx.bind(frame, p.clone(), args.next().flatten());
+                }
+            },
+            &mut |ctx, frame| ctx.eval(&def.body, linput, frame),
+        )
     }
 
     #[inline(never)]
@@ -294,28 +320,23 @@ impl Ctx {
                 def,
                 env: lenv,
                 input: linput,
-            } => {
-                let args = match &def.signature {
-                    Some(sig) => sig.validate(args, input, name)?,
-                    None => args,
-                };
-                let frame = self.new_frame(*lenv)?;
-                for (i, p) in def.params.iter().enumerate() {
-                    self.bind(frame, p.clone(), args.get(i).cloned().flatten());
-                }
-                self.eval(&def.body, linput.as_ref(), frame)
-            }
+            } => self.call_lambda(def, *lenv, linput.as_ref(), args, input, callee),
             Func::PartialLambda {
                 def,
                 env: lenv,
                 input: linput,
                 params,
             } => {
-                let frame = self.new_frame(*lenv)?;
-                for (i, p) in params.iter().enumerate() {
-                    self.bind(frame, p.clone(), args.get(i).cloned().flatten());
-                }
-                self.eval(&def.body, linput.as_ref(), frame)
+                let mut args = args.into_iter();
+                self.with_call_scope(
+                    *lenv,
+                    &mut |ctx, frame| {
+                        for p in params.iter() {
+                            ctx.bind(frame, p.clone(), args.next().flatten());
+                        }
+                    },
+                    &mut |ctx, frame| ctx.eval(&def.body, linput.as_ref(), frame),
+                )
             }
             Func::Thunk { .. } => Ok(Some(Val::Func(f.clone()))),
             Func::Builtin(b) => {
@@ -334,7 +355,12 @@ impl Ctx {
                         None => full.push(supplied.next().flatten()),
                     }
                 }
-                self.apply_named(Some(func.clone()), full, input, env, callee)
+                // nested partial applications recurse without passing through
+                // `eval`: account for depth and stack here
+                self.budget.enter()?;
+                let r = self.apply_named(Some(func.clone()), full, input, env, callee);
+                self.budget.leave();
+                r
             }
             Func::Regex(re) => {
                 let s = match args.first() {
@@ -344,8 +370,12 @@ impl Ctx {
                 Ok(functions::regex_match_object(re, &s, 0))
             }
             Func::Chain(a, b) => {
-                let mid = self.apply(Some(a.clone()), args, input, env)?;
-                self.apply(Some(b.clone()), vec![mid], input, env)
+                self.budget.enter()?;
+                let r = self
+                    .apply(Some(a.clone()), args, input, env)
+                    .and_then(|mid| self.apply(Some(b.clone()), vec![mid], input, env));
+                self.budget.leave();
+                r
             }
             Func::Transform { def, env: tenv } => {
                 let arg = args.into_iter().next().flatten();

@@ -6,6 +6,8 @@ mod apply;
 mod ops;
 mod path;
 
+pub(crate) use path::sort_indices;
+
 use crate::ast::{Kind, Node, Stage};
 use crate::error::{Error, Result};
 use crate::functions;
@@ -23,13 +25,18 @@ pub(crate) struct Frame {
 }
 
 /// Cap on scopes created by one evaluation (memory bound for runaway loops).
-const MAX_FRAMES: usize = 4_000_000;
+const MAX_FRAMES: usize = 1_000_000;
 
 pub(crate) struct Ctx {
     pub budget: Budget,
     frames: Vec<Frame>,
     /// `$now()`/`$millis()` are fixed for the whole evaluation.
     pub now_millis: f64,
+    /// Count of closures created; if none were created during a call, none
+    /// can refer to that call's scopes and they can be released at once.
+    funcs_created: u64,
+    /// First scope of the innermost running lambda call.
+    call_base: usize,
 }
 
 pub(crate) type R = Result<Option<Val>>;
@@ -43,7 +50,50 @@ impl Ctx {
                 vars: Vec::new(),
             }],
             now_millis,
+            funcs_created: 0,
+            call_base: 0,
         }
+    }
+
+    pub fn note_closure(&mut self) {
+        self.funcs_created = self.funcs_created.wrapping_add(1);
+    }
+
+    /// Scopes created by a call are freed when it returns, unless its result
+    /// holds a closure over one of them. This keeps long loops (e.g. `$map`
+    /// callbacks, tail recursion) from accumulating scopes.
+    fn release_scopes(&mut self, mark: usize, closures_before: u64, result: &R) {
+        let free = match result {
+            Err(_) | Ok(None) => true,
+            Ok(Some(v)) => self.funcs_created == closures_before || !refers_to_scopes(v, mark, 0),
+        };
+        if free && mark > 0 {
+            self.frames.truncate(mark);
+        }
+    }
+
+    pub(crate) fn truncate_frames(&mut self, mark: usize) {
+        if mark > 0 {
+            self.frames.truncate(mark);
+        }
+    }
+
+    /// Run `body` as a call with its own scopes starting at the next frame.
+    pub(crate) fn with_call_scope(
+        &mut self,
+        parent: usize,
+        bind: &mut dyn FnMut(&mut Ctx, usize),
+        body: &mut dyn FnMut(&mut Ctx, usize) -> R,
+    ) -> R {
+        let mark = self.frames.len();
+        let before = self.funcs_created;
+        let frame = self.new_frame(parent)?;
+        let saved = std::mem::replace(&mut self.call_base, mark);
+        bind(self, frame);
+        let r = body(self, frame);
+        self.call_base = saved;
+        self.release_scopes(mark, before, &r);
+        r
     }
 
     pub fn new_frame(&mut self, parent: usize) -> Result<usize> {
@@ -160,21 +210,22 @@ impl Ctx {
             Kind::Call(p, args) => self.eval_call(p, args, input, env, None, node.pos),
             Kind::Partial(p, args) => self.eval_partial(p, args, input, env, node.pos),
             Kind::Placeholder => Ok(None),
-            Kind::Lambda(def) => Ok(Some(Val::Func(Rc::new(Func::Lambda {
+            Kind::Lambda(def) => Ok(Some(self.closure(Func::Lambda {
                 def: def.clone(),
                 env,
                 input: input.cloned(),
-            })))),
-            Kind::Thunk(call) => Ok(Some(Val::Func(Rc::new(Func::Thunk {
+            }))),
+            Kind::Thunk(call) => Ok(Some(self.closure(Func::Thunk {
                 call: call.clone(),
                 env,
                 input: input.cloned(),
-            })))),
+                base: self.call_base,
+            }))),
             Kind::Apply(l, r) => self.eval_apply_op(l, r, input, env, node.pos),
-            Kind::Transform(def) => Ok(Some(Val::Func(Rc::new(Func::Transform {
+            Kind::Transform(def) => Ok(Some(self.closure(Func::Transform {
                 def: def.clone(),
                 env,
-            })))),
+            }))),
             Kind::Sort(_) => self.eval_sort_node(node, input, env),
             Kind::Dot(..)
             | Kind::Pred(..)
@@ -319,6 +370,51 @@ impl Ctx {
             None => Vec::new(),
         };
         Ok(Some(self.sort(node, path::SortInput::Items(items), env)?))
+    }
+}
+
+impl Ctx {
+    fn closure(&mut self, f: Func) -> Val {
+        self.note_closure();
+        Val::Func(Rc::new(f))
+    }
+}
+
+/// Does `v` hold a closure over a scope at index `mark` or later?
+/// Conservative: answers yes when the value is too deep to inspect.
+pub(crate) fn refers_to_scopes(v: &Val, mark: usize, depth: usize) -> bool {
+    if depth > MAX_DATA_DEPTH {
+        return true;
+    }
+    match v {
+        Val::Func(f) => match &**f {
+            Func::Lambda { env, input, .. } | Func::PartialLambda { env, input, .. } => {
+                *env >= mark
+                    || input
+                        .as_ref()
+                        .is_some_and(|i| refers_to_scopes(i, mark, depth + 1))
+            }
+            Func::Thunk { .. } => true,
+            Func::Transform { env, .. } => *env >= mark,
+            Func::Partial { func, args } => {
+                refers_to_scopes(func, mark, depth + 1)
+                    || args
+                        .iter()
+                        .flatten()
+                        .flatten()
+                        .any(|a| refers_to_scopes(a, mark, depth + 1))
+            }
+            Func::Chain(a, b) => {
+                refers_to_scopes(a, mark, depth + 1) || refers_to_scopes(b, mark, depth + 1)
+            }
+            Func::Builtin(_) | Func::Regex(_) => false,
+        },
+        Val::Arr(items, _) => items.iter().any(|x| refers_to_scopes(x, mark, depth + 1)),
+        Val::Obj(m) => m.values().any(|x| refers_to_scopes(x, mark, depth + 1)),
+        Val::Tuples(ts) => ts
+            .iter()
+            .any(|t| t.iter().any(|(_, x)| refers_to_scopes(x, mark, depth + 1))),
+        _ => false,
     }
 }
 

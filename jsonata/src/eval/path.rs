@@ -1,7 +1,7 @@
 //! Path evaluation: steps mapped over sequences with JSONata's flattening
 //! rules, tuple streams for `@`/`#`/`%`, predicates, sorting and grouping.
 
-use super::{Ctx, R, append};
+use super::{Ctx, R};
 use crate::ast::{Kind, Node, SortTerm, Stage};
 use crate::error::{Error, Result};
 use crate::functions::boolean_of;
@@ -378,9 +378,8 @@ impl Ctx {
         if n > 1 {
             check_sort_keys(terms, &keys)?;
         }
-        let mut order: Vec<usize> = (0..n).collect();
-        self.budget.tick_n(n)?;
-        order.sort_by(|&a, &b| {
+        let budget = &mut self.budget;
+        let order = sort_indices(n, budget, |a, b| {
             let (Some(ka), Some(kb)) = (keys.get(a), keys.get(b)) else {
                 return std::cmp::Ordering::Equal;
             };
@@ -396,7 +395,7 @@ impl Ctx {
                 }
             }
             std::cmp::Ordering::Equal
-        });
+        })?;
         Ok(match input {
             SortInput::Items(items) => Val::seq(
                 order
@@ -416,7 +415,9 @@ impl Ctx {
         input: Option<Val>,
         env: usize,
     ) -> Result<Val> {
-        let mut groups: indexmap::IndexMap<Rc<str>, (Option<Val>, Vec<Tuple>, usize)> =
+        // members are collected and joined once at the end: appending to an
+        // array per item would be quadratic for large groups
+        let mut groups: indexmap::IndexMap<Rc<str>, (Vec<Val>, Vec<Tuple>, usize)> =
             indexmap::IndexMap::new();
         match &input {
             Some(Val::Tuples(ts)) => {
@@ -436,7 +437,7 @@ impl Ctx {
                                 g.1.push(t.clone());
                             }
                             None => {
-                                groups.insert(key, (None, vec![t.clone()], pi));
+                                groups.insert(key, (Vec::new(), vec![t.clone()], pi));
                             }
                         }
                     }
@@ -461,10 +462,11 @@ impl Ctx {
                                 if g.2 != pi {
                                     return Err(duplicate_key(&key, k.pos));
                                 }
-                                g.0 = append(g.0.take(), item.clone());
+                                g.0.extend(item.iter().cloned());
                             }
                             None => {
-                                groups.insert(key, (item.clone(), Vec::new(), pi));
+                                groups
+                                    .insert(key, (item.iter().cloned().collect(), Vec::new(), pi));
                             }
                         }
                     }
@@ -478,7 +480,7 @@ impl Ctx {
                 continue;
             };
             let value = if reduce {
-                let mut tuple = reduce_tuples(&ts);
+                let mut tuple = reduce_tuples(&ts, &mut self.budget)?;
                 let ctx = tuple
                     .iter()
                     .position(|(k, _)| &**k == "@")
@@ -486,6 +488,7 @@ impl Ctx {
                 let fenv = self.frame_from_tuple(env, &tuple)?;
                 self.eval(vexpr, ctx.as_ref(), fenv)?
             } else {
+                let data = join_members(data, &mut self.budget)?;
                 self.eval(vexpr, data.as_ref(), env)?
             };
             if let Some(v) = value {
@@ -496,26 +499,84 @@ impl Ctx {
     }
 }
 
-fn reduce_tuples(ts: &[Tuple]) -> Tuple {
-    let mut result: Tuple = match ts.first() {
-        Some(t) => t.clone(),
-        None => return Vec::new(),
-    };
-    for t in ts.iter().skip(1) {
-        for (k, v) in t.iter() {
-            let prev = result.iter().position(|(n, _)| n == k);
-            match prev {
-                Some(i) => {
-                    if let Some(slot) = result.get_mut(i) {
-                        let old = std::mem::replace(&mut slot.1, Val::Null);
-                        slot.1 = append(Some(old), Some(v.clone())).unwrap_or(Val::Null);
-                    }
+/// Stable bottom-up merge sort of `0..n` that checks the time budget as it
+/// goes (a plain `sort_by` of millions of items could overrun the time limit).
+pub(crate) fn sort_indices(
+    n: usize,
+    budget: &mut crate::limits::Budget,
+    mut cmp: impl FnMut(usize, usize) -> std::cmp::Ordering,
+) -> Result<Vec<usize>> {
+    let mut cur: Vec<usize> = (0..n).collect();
+    let mut next: Vec<usize> = Vec::with_capacity(n);
+    let mut width = 1;
+    while width < n {
+        next.clear();
+        let mut start = 0;
+        while start < n {
+            let mid = (start + width).min(n);
+            let end = (start + 2 * width).min(n);
+            let (mut i, mut j) = (start, mid);
+            while i < mid && j < end {
+                budget.tick()?;
+                let (Some(&a), Some(&b)) = (cur.get(i), cur.get(j)) else {
+                    break;
+                };
+                if cmp(a, b) == std::cmp::Ordering::Greater {
+                    next.push(b);
+                    j += 1;
+                } else {
+                    next.push(a);
+                    i += 1;
                 }
-                None => result.push((k.clone(), v.clone())),
+            }
+            next.extend_from_slice(cur.get(i..mid).unwrap_or(&[]));
+            next.extend_from_slice(cur.get(j..end).unwrap_or(&[]));
+            start = end;
+        }
+        std::mem::swap(&mut cur, &mut next);
+        width *= 2;
+    }
+    Ok(cur)
+}
+
+/// The grouped value of several members, as repeated `$append` would build
+/// it: one member stays as it is, several are concatenated (arrays spliced).
+fn join_members(members: Vec<Val>, budget: &mut crate::limits::Budget) -> Result<Option<Val>> {
+    if members.len() <= 1 {
+        return Ok(members.into_iter().next());
+    }
+    let mut out = Vec::with_capacity(members.len());
+    for m in members {
+        match m {
+            Val::Arr(items, _) => {
+                budget.alloc(items.len())?;
+                out.extend(items.iter().cloned());
+            }
+            other => out.push(other),
+        }
+    }
+    budget.alloc(out.len())?;
+    Ok(Some(Val::array(out)))
+}
+
+/// Merge the tuples of one group: each binding collects the values of all tuples.
+fn reduce_tuples(ts: &[Tuple], budget: &mut crate::limits::Budget) -> Result<Tuple> {
+    let mut acc: Vec<(Arc<str>, Vec<Val>)> = Vec::new();
+    for t in ts {
+        for (k, v) in t.iter() {
+            match acc.iter_mut().find(|(n, _)| n == k) {
+                Some((_, vals)) => vals.push(v.clone()),
+                None => acc.push((k.clone(), vec![v.clone()])),
             }
         }
     }
-    result
+    let mut out = Vec::with_capacity(acc.len());
+    for (k, vals) in acc {
+        if let Some(v) = join_members(vals, budget)? {
+            out.push((k, v));
+        }
+    }
+    Ok(out)
 }
 
 fn group_key(key: Option<Val>, pos: usize) -> Result<Option<Rc<str>>> {

@@ -31,24 +31,31 @@ pub(super) fn sort(ctx: &mut Ctx, args: Args, input: Option<&Val>, env: usize) -
     let Some(a) = arg(&args, 0) else {
         return Ok(None);
     };
+    ctx.budget.alloc(a.members().len())?;
     let items: Vec<Val> = a.members().to_vec();
     if items.len() <= 1 {
         return Ok(Some(Val::array(items)));
     }
     let sorted = match arg(&args, 1) {
         None => {
-            if items.iter().all(|v| matches!(v, Val::Num(_))) {
-                let mut v = items;
-                v.sort_by(|x, y| {
-                    x.as_num()
-                        .partial_cmp(&y.as_num())
-                        .unwrap_or(std::cmp::Ordering::Equal)
-                });
-                v
-            } else if items.iter().all(|v| matches!(v, Val::Str(_))) {
-                let mut v = items;
-                v.sort_by(|x, y| x.as_str().cmp(&y.as_str()));
-                v
+            let numbers = items.iter().all(|v| matches!(v, Val::Num(_)));
+            if numbers || items.iter().all(|v| matches!(v, Val::Str(_))) {
+                let order = crate::eval::sort_indices(items.len(), &mut ctx.budget, |a, b| {
+                    let (Some(x), Some(y)) = (items.get(a), items.get(b)) else {
+                        return std::cmp::Ordering::Equal;
+                    };
+                    if numbers {
+                        x.as_num()
+                            .partial_cmp(&y.as_num())
+                            .unwrap_or(std::cmp::Ordering::Equal)
+                    } else {
+                        x.as_str().cmp(&y.as_str())
+                    }
+                })?;
+                order
+                    .into_iter()
+                    .filter_map(|i| items.get(i).cloned())
+                    .collect()
             } else {
                 return Err(Error::new(
                     "D3070",
@@ -109,19 +116,21 @@ pub(crate) fn merge_sort(ctx: &mut Ctx, items: Vec<Val>, after: &mut Swap<'_>) -
     Ok(cur)
 }
 
-pub(super) fn reverse(_: &mut Ctx, args: Args, _: Option<&Val>, _: usize) -> R {
+pub(super) fn reverse(ctx: &mut Ctx, args: Args, _: Option<&Val>, _: usize) -> R {
     let Some(a) = arg(&args, 0) else {
         return Ok(None);
     };
+    ctx.budget.alloc(a.members().len())?;
     let mut v = a.members().to_vec();
     v.reverse();
     Ok(Some(Val::array(v)))
 }
 
-pub(super) fn shuffle(_: &mut Ctx, args: Args, _: Option<&Val>, _: usize) -> R {
+pub(super) fn shuffle(ctx: &mut Ctx, args: Args, _: Option<&Val>, _: usize) -> R {
     let Some(a) = arg(&args, 0) else {
         return Ok(None);
     };
+    ctx.budget.alloc(a.members().len())?;
     let mut v = a.members().to_vec();
     for i in (1..v.len()).rev() {
         let j = ((random_f64() * (i + 1) as f64) as usize).min(i);
@@ -139,7 +148,7 @@ pub(super) fn distinct(ctx: &mut Ctx, args: Args, _: Option<&Val>, _: usize) -> 
     }
     let mut out: Vec<Val> = Vec::new();
     for x in a.members() {
-        ctx.budget.tick()?;
+        ctx.budget.tick_n(out.len())?;
         let mut dup = false;
         for y in &out {
             if deep_equal(x, y)? {

@@ -60,7 +60,7 @@ impl std::fmt::Debug for Builtin {
     }
 }
 
-static BUILTINS: [Builtin; 66] = [
+static BUILTINS: [Builtin; 64] = [
     // string
     Builtin::new("string", "<x-b?:s>", 1, string::string),
     Builtin::new("length", "<s-:n>", 1, string::length),
@@ -142,8 +142,6 @@ static BUILTINS: [Builtin; 66] = [
     Builtin::new("millis", "<:n>", 0, datetime_fns::millis),
     Builtin::new("fromMillis", "<n-s?s?:s>", 3, datetime_fns::from_millis),
     Builtin::new("toMillis", "<s-s?:n>", 2, datetime_fns::to_millis),
-    Builtin::new("clone", "<(oa)-:(oa)>", 1, object::clone_fn),
-    Builtin::new("distinctValues", "<x:x>", 1, array::distinct),
 ];
 
 static INDEX: LazyLock<HashMap<&'static str, &'static Builtin>> =
@@ -177,16 +175,24 @@ pub(crate) fn to_js_string(v: &Val, max: usize) -> Result<String> {
 
 /// How many arguments a function value wants (for callbacks of `$map` etc.).
 pub(crate) fn arity(f: &Val) -> usize {
-    match f {
-        Val::Func(func) => match &**func {
-            Func::Lambda { def, .. } => def.params.len(),
-            Func::PartialLambda { params, .. } => params.len(),
-            Func::Builtin(b) => b.arity,
-            Func::Partial { args, .. } => args.iter().filter(|a| a.is_none()).count(),
-            Func::Chain(a, _) => arity(a),
-            Func::Regex(_) | Func::Transform { .. } | Func::Thunk { .. } => 1,
-        },
-        _ => 0,
+    let mut f = f;
+    // a composition takes the arguments of its first function (iterative:
+    // compositions can nest deeply)
+    loop {
+        return match f {
+            Val::Func(func) => match &**func {
+                Func::Lambda { def, .. } => def.params.len(),
+                Func::PartialLambda { params, .. } => params.len(),
+                Func::Builtin(b) => b.arity,
+                Func::Partial { args, .. } => args.iter().filter(|a| a.is_none()).count(),
+                Func::Chain(a, _) => {
+                    f = a;
+                    continue;
+                }
+                Func::Regex(_) | Func::Transform { .. } | Func::Thunk { .. } => 1,
+            },
+            _ => 0,
+        };
     }
 }
 

@@ -98,7 +98,7 @@ pub(crate) fn round_half_even(n: f64, precision: i32) -> f64 {
             Some((m, e)) => (m.to_string(), e.parse::<i32>().unwrap_or(0)),
             None => (s, 0),
         };
-        format!("{m}e{}", e + p).parse().unwrap_or(x)
+        format!("{m}e{}", e.saturating_add(p)).parse().unwrap_or(x)
     };
     let v = if precision != 0 {
         shift(n, precision)
@@ -126,7 +126,8 @@ pub(super) fn round(_: &mut Ctx, args: Args, _: Option<&Val>, _: usize) -> R {
     let Some(n) = arg_num(&args, 0) else {
         return Ok(None);
     };
-    let p = arg_num(&args, 1).unwrap_or(0.0) as i32;
+    // precision beyond ±400 digits is meaningless for doubles; clamping keeps the exponent maths in range
+    let p = arg_num(&args, 1).unwrap_or(0.0).clamp(-400.0, 400.0) as i32;
     Ok(Some(Val::Num(round_half_even(n, p))))
 }
 

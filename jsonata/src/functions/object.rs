@@ -3,7 +3,7 @@
 use super::{Args, arg, arg_str};
 use crate::error::{Error, Result};
 use crate::eval::{Ctx, lookup_field};
-use crate::value::{Map, Val, deep_clone};
+use crate::value::{Map, Val};
 use std::rc::Rc;
 
 type R = Result<Option<Val>>;
@@ -107,11 +107,4 @@ pub(super) fn assert(_: &mut Ctx, args: Args, _: Option<&Val>, _: usize) -> R {
 
 pub(super) fn type_of(_: &mut Ctx, args: Args, _: Option<&Val>, _: usize) -> R {
     Ok(arg(&args, 0).map(|v| Val::str(v.type_name())))
-}
-
-pub(super) fn clone_fn(_: &mut Ctx, args: Args, _: Option<&Val>, _: usize) -> R {
-    match arg(&args, 0) {
-        Some(v) => Ok(Some(deep_clone(v, 0)?)),
-        None => Ok(None),
-    }
 }

@@ -299,14 +299,24 @@ pub(super) fn split(ctx: &mut Ctx, args: Args, _: Option<&Val>, env: usize) -> R
     let mut parts: Vec<Val> = Vec::new();
     match arg(&args, 1) {
         Some(Val::Str(sep)) => {
+            // count first: the element budget must refuse before allocating
+            let limit_n = limit.unwrap_or(usize::MAX);
             if sep.is_empty() {
-                parts = s.chars().map(|c| Val::string(c.to_string())).collect();
+                ctx.budget.alloc(s.chars().count().min(limit_n))?;
+                parts = s
+                    .chars()
+                    .take(limit_n)
+                    .map(|c| Val::string(c.to_string()))
+                    .collect();
             } else {
-                parts = s.split(&**sep).map(Val::str).collect();
+                ctx.budget
+                    .alloc(s.matches(&**sep).count().saturating_add(1).min(limit_n))?;
+                parts = s.split(&**sep).take(limit_n).map(Val::str).collect();
             }
         }
         Some(f @ Val::Func(_)) => {
             let ms = all_matches(ctx, f, &s, env, None)?;
+            ctx.budget.alloc(ms.len() + 1)?;
             let mut pos = 0;
             for m in ms {
                 parts.push(Val::str(s.get(pos..m.start).unwrap_or("")));
@@ -316,7 +326,6 @@ pub(super) fn split(ctx: &mut Ctx, args: Args, _: Option<&Val>, env: usize) -> R
         }
         _ => {}
     }
-    ctx.budget.alloc(parts.len())?;
     if let Some(l) = limit {
         parts.truncate(l);
     }
@@ -533,7 +542,11 @@ pub(super) fn eval(ctx: &mut Ctx, args: Args, input: Option<&Val>, env: usize) -
     let Some(src) = arg_str(&args, 0) else {
         return Ok(None);
     };
-    let node = crate::parser::Parser::parse(&src).map_err(|e| {
+    let budget = ctx
+        .budget
+        .stack_remaining()
+        .min(crate::limits::COMPILE_STACK_BYTES);
+    let node = crate::parser::Parser::parse_with_stack(&src, budget).map_err(|e| {
         Error::new(
             "D3120",
             format!(
@@ -616,9 +629,15 @@ pub(super) fn base64decode(_: &mut Ctx, args: Args, _: Option<&Val>, _: usize) -
     )))
 }
 
-fn encode(s: &str, keep: &str) -> String {
+fn encode(s: &str, keep: &str) -> Result<String> {
     let mut out = String::new();
     for c in s.chars() {
+        if crate::lexer::is_lone_surrogate(c) {
+            return Err(Error::new(
+                "D3140",
+                format!("Malformed URL passed to encode function: {s:?}"),
+            ));
+        }
         if c.is_ascii_alphanumeric() || keep.contains(c) {
             out.push(c);
         } else {
@@ -628,15 +647,21 @@ fn encode(s: &str, keep: &str) -> String {
             }
         }
     }
-    out
+    Ok(out)
 }
 
 pub(super) fn encode_url_component(_: &mut Ctx, args: Args, _: Option<&Val>, _: usize) -> R {
-    Ok(arg_str(&args, 0).map(|s| Val::string(encode(&s, "-_.!~*'()"))))
+    match arg_str(&args, 0) {
+        Some(s) => Ok(Some(Val::string(encode(&s, "-_.!~*'()")?))),
+        None => Ok(None),
+    }
 }
 
 pub(super) fn encode_url(_: &mut Ctx, args: Args, _: Option<&Val>, _: usize) -> R {
-    Ok(arg_str(&args, 0).map(|s| Val::string(encode(&s, "-_.!~*'();,/?:@&=+$#"))))
+    match arg_str(&args, 0) {
+        Some(s) => Ok(Some(Val::string(encode(&s, "-_.!~*'();,/?:@&=+$#")?))),
+        None => Ok(None),
+    }
 }
 
 fn decode(s: &str, reserved: &str) -> Result<String> {
