@@ -6,5 +6,7 @@
 
 pub mod dispatcher;
 pub mod health;
+pub mod ingest;
 pub mod lifecycle;
+pub mod relay;
 pub mod telemetry;

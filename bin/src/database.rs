@@ -3,6 +3,7 @@
 use anyhow::Context as _;
 use queuebox_ports::database::{DatabaseKind, DatabaseOptions};
 use queuebox_ports::health::HealthCheck;
+use queuebox_ports::inbox::{InboxStore, RelayStore};
 use queuebox_ports::outbox::OutboxStore;
 use std::sync::Arc;
 
@@ -40,6 +41,22 @@ impl Database {
         match self {
             #[cfg(feature = "postgres")]
             Database::Postgres(db) => Arc::new(db.outbox_store()),
+        }
+    }
+
+    /// The inbox table, for the ingest pipeline.
+    pub fn inbox_store(&self) -> Arc<dyn InboxStore> {
+        match self {
+            #[cfg(feature = "postgres")]
+            Database::Postgres(db) => Arc::new(db.inbox_store()),
+        }
+    }
+
+    /// The inbox table, for the relay.
+    pub fn relay_store(&self) -> Arc<dyn RelayStore> {
+        match self {
+            #[cfg(feature = "postgres")]
+            Database::Postgres(db) => Arc::new(db.relay_store()),
         }
     }
 

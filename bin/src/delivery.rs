@@ -3,8 +3,10 @@
 
 use anyhow::Context as _;
 use queuebox_application::dispatcher::{DestinationSpec, DispatcherOptions, RouteTable};
+use queuebox_application::relay::{RelayOptions, SourceTopics};
 use queuebox_config::{DestinationKind, OutboundAuth, Settings};
 use queuebox_domain::router::RouteSpec;
+use queuebox_domain::template::Template;
 use queuebox_ports::publish::Publisher;
 use queuebox_webhook::{HttpAuth, HttpDestination, HttpDestinationOptions, OAuth2Options};
 use std::sync::Arc;
@@ -21,6 +23,31 @@ pub fn dispatcher_options(settings: &Settings) -> DispatcherOptions {
         shutdown_timeout: settings.outbox.shutdown_timeout,
         max_error_bytes: settings.http.max_error_body_bytes,
     }
+}
+
+/// The relay's options from `inbox.relay`; its `maxAttempts` already falls back to
+/// `outbox.maxAttempts` when the configuration leaves it unset.
+pub fn relay_options(settings: &Settings) -> RelayOptions {
+    let relay = &settings.inbox.relay;
+    RelayOptions {
+        batch_size: relay.batch_size,
+        poll_interval: relay.poll_interval,
+        lease: relay.claim_timeout,
+        pending_gauge_interval: relay.pending_gauge_interval,
+        max_attempts: i32::try_from(relay.max_attempts).unwrap_or(i32::MAX),
+    }
+}
+
+/// The topic template of every source, pull sources included: a push row stored before its source
+/// turned to `pull` stays a push row, and the relay forwards it with that source's template.
+pub fn source_topics(settings: &Settings) -> anyhow::Result<SourceTopics> {
+    let mut templates = Vec::with_capacity(settings.sources.len());
+    for (name, source) in &settings.sources {
+        let template =
+            Template::parse(&source.topic).with_context(|| format!("sources.{name}.topic"))?;
+        templates.push((name.clone(), template));
+    }
+    Ok(SourceTopics::new(templates))
 }
 
 /// Builds a publisher for every destination this binary can publish to and the route table over
@@ -124,6 +151,15 @@ pub fn unsupported(settings: &Settings) -> Vec<String> {
         if route.transform.is_some() {
             lines.push(format!(
                 "routes[{index}].transform: transforms are not implemented in this version"
+            ));
+        }
+    }
+    for (name, source) in &settings.sources {
+        // Storing the payload untransformed would put rows in the inbox that the configuration
+        // says must never exist in that shape, so the start refuses instead.
+        if source.transform.is_some() {
+            lines.push(format!(
+                "sources.{name}.transform: transforms are not implemented in this version"
             ));
         }
     }

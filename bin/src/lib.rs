@@ -8,6 +8,7 @@ pub mod backends;
 pub mod cli;
 pub mod database;
 pub mod delivery;
+pub mod ingest;
 pub mod logging;
 pub mod serve;
 pub mod signals;

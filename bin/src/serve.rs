@@ -2,12 +2,16 @@
 
 use crate::database::Database;
 use crate::delivery;
+use crate::ingest;
 use anyhow::Context as _;
 use queuebox_application::dispatcher::Dispatcher;
 use queuebox_application::health::HealthRegistry;
+use queuebox_application::ingest::{IngestPipeline, system_clock};
 use queuebox_application::lifecycle::Workers;
+use queuebox_application::relay::Relay;
 use queuebox_config::Settings;
-use queuebox_http::{HttpServer, Listeners, MetricsRender, ServerOptions};
+use queuebox_config::SourceKind;
+use queuebox_http::{HttpServer, InboxRoutes, Listeners, MetricsRender, ServerOptions};
 use std::future::Future;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::Arc;
@@ -59,18 +63,39 @@ pub async fn run(
     health.register(dispatcher.health_check());
     workers.spawn("outbox-dispatcher", move |stop| dispatcher.run(stop));
 
-    for (name, source) in &settings.sources {
-        tracing::warn!(
-            source = %name,
-            kind = source.kind.name(),
-            "inbox sources are not served by this version yet: the source is validated but not started"
+    if settings.inbox.relay.enabled {
+        let relay = Relay::new(
+            database.relay_store(),
+            delivery::source_topics(&settings)?,
+            delivery::relay_options(&settings),
         );
+        health.register(relay.health_check());
+        workers.spawn("inbox-relay", move |stop| relay.run(stop));
+    }
+
+    let (ingest_sources, inbox_routes) = ingest::sources(&settings)?;
+    let pipeline = IngestPipeline::new(database.inbox_store(), ingest_sources, system_clock());
+    for route in &inbox_routes {
+        tracing::info!(source = %route.source, path = %route.path, "inbox source served");
+    }
+    for (name, source) in &settings.sources {
+        if !matches!(source.kind, SourceKind::Http(_)) {
+            tracing::warn!(
+                source = %name,
+                kind = source.kind.name(),
+                "broker inbox sources are not served by this version yet: the source is validated but not started"
+            );
+        }
     }
 
     let server = HttpServer::start(
         listeners,
         ServerOptions {
             max_body_bytes: settings.inbox.max_body_bytes,
+        },
+        InboxRoutes {
+            routes: inbox_routes,
+            ingest: Arc::new(pipeline),
         },
         Arc::new(health),
         metrics,

@@ -7,6 +7,7 @@
 pub mod database;
 pub mod health;
 pub mod inbox;
+pub mod ingest;
 pub mod metrics;
 pub mod outbox;
 pub mod publish;

@@ -8,7 +8,21 @@ pub mod database;
 pub mod process;
 pub mod receiver;
 
+use std::sync::Once;
 use std::time::{Duration, Instant};
+
+/// An HTTP client for the tests.
+///
+/// The workspace builds reqwest with rustls but without a built-in crypto provider (the HTTP
+/// destination installs ring itself, to avoid the aws-lc build). In a whole-workspace build that
+/// feature reaches the tests' reqwest too, so the provider is installed here before any client exists.
+pub fn http() -> reqwest::Client {
+    static PROVIDER: Once = Once::new();
+    PROVIDER.call_once(|| {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
+    reqwest::Client::new()
+}
 
 /// Picks a TCP port that is free on 127.0.0.1 right now.
 pub fn free_port() -> u16 {

@@ -127,7 +127,7 @@ impl QueueBox {
     /// Waits until `GET http://127.0.0.1:<port>/health/live` answers 200, or panics with the log.
     pub async fn wait_live(&mut self, port: u16, deadline: Duration) {
         let url = format!("http://127.0.0.1:{port}/health/live");
-        let client = reqwest::Client::new();
+        let client = crate::http();
         let started = std::time::Instant::now();
         loop {
             if let Ok(Some(status)) = self.child.try_wait() {

@@ -444,7 +444,7 @@ mod tests {
     #[tokio::test]
     async fn records_requests_and_answers_a_sequence() {
         let receiver = Receiver::start(Policy::sequence(&[503, 404], 201)).await;
-        let client = reqwest::Client::new();
+        let client = crate::http();
         let mut statuses = Vec::new();
         for n in 0..3 {
             let response = client
@@ -470,7 +470,7 @@ mod tests {
         let receiver = Receiver::start(Policy::status(200).held()).await;
         let url = receiver.url();
         let request = tokio::spawn(async move {
-            reqwest::Client::new()
+            crate::http()
                 .post(url)
                 .body("{}")
                 .send()

@@ -20,7 +20,7 @@ fn config(db: &TestDatabase, http_port: u16, extra: &str) -> String {
 }
 
 async fn get(url: &str) -> reqwest::Response {
-    reqwest::Client::new()
+    queuebox_tests::http()
         .get(url)
         .send()
         .await
@@ -185,7 +185,7 @@ async fn a_body_over_the_cap_gets_413_declared_or_chunked() {
     let mut qb = Launch::with_config(&config(&db, port, "inbox:\n  maxBodyBytes: 64\n")).spawn(&[]);
     qb.wait_live(port, START).await;
 
-    let declared = reqwest::Client::new()
+    let declared = queuebox_tests::http()
         .post(format!("http://127.0.0.1:{port}/"))
         .body(vec![b'x'; 65])
         .send()
@@ -219,7 +219,7 @@ async fn a_body_over_the_cap_gets_413_declared_or_chunked() {
     );
 
     // A body under the cap passes.
-    let small = reqwest::Client::new()
+    let small = queuebox_tests::http()
         .post(format!("http://127.0.0.1:{port}/"))
         .body(vec![b'x'; 64])
         .send()

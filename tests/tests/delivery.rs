@@ -189,7 +189,7 @@ struct RowState {
 }
 
 async fn get(url: &str) -> reqwest::Response {
-    reqwest::Client::new()
+    queuebox_tests::http()
         .get(url)
         .send()
         .await

@@ -47,7 +47,9 @@ async fn states(sql: &PgPool) -> BTreeMap<String, i64> {
 
 async fn scrape(port: u16) -> String {
     let url = format!("http://127.0.0.1:{port}/metrics");
-    reqwest::get(&url)
+    queuebox_tests::http()
+        .get(&url)
+        .send()
         .await
         .unwrap_or_else(|error| panic!("GET {url}: {error}"))
         .text()

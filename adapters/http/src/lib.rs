@@ -1,5 +1,5 @@
-//! The inbound HTTP side of QueueBox, on salvo: the data port (`GET /` and, in later issues, the inbox
-//! routes) and the optional management port (`/health*`, `/metrics`, `/admin`).
+//! The inbound HTTP side of QueueBox, on salvo: the data port (`GET /` and the inbox routes of the
+//! HTTP sources) and the optional management port (`/health*`, `/metrics`, `/admin`).
 //!
 //! Rules that hold on every data-port route live here: a body over `inbox.maxBodyBytes` gets 413 (chunked
 //! bodies are counted as they stream), and a request that arrives while the process stops gets 503.
@@ -8,10 +8,12 @@
 
 mod guards;
 mod health;
+mod inbox;
 mod metrics;
 mod responses;
 mod root;
 mod server;
 
+pub use inbox::{InboxRoute, InboxRoutes};
 pub use metrics::MetricsRender;
 pub use server::{HttpServer, HttpServerError, Listeners, ServerOptions};

@@ -2,6 +2,7 @@
 
 use crate::guards::{BodyLimit, RefuseWhileStopping};
 use crate::health::{Live, Ready};
+use crate::inbox::{self, InboxRoutes};
 use crate::metrics::{Metrics, MetricsRender};
 use crate::root::Root;
 use queuebox_ports::health::Readiness;
@@ -71,17 +72,21 @@ fn operational_routes(
 }
 
 impl HttpServer {
-    /// Starts serving. Without a management listener, the health and metrics routes are on the data
-    /// port; with one, they are only there and the data port answers 404 for them.
+    /// Starts serving. The data port serves `GET /` and one inbox route per HTTP source. Without a
+    /// management listener, the health and metrics routes are on the data port too; with one,
+    /// they are only there and the data port answers 404 for them.
     pub async fn start(
         listeners: Listeners,
         options: ServerOptions,
+        inbox: InboxRoutes,
         readiness: Arc<dyn Readiness>,
         metrics: MetricsRender,
     ) -> Result<Self, HttpServerError> {
         let stopping = Arc::new(AtomicBool::new(false));
 
-        let mut data_router = Router::new().get(Root);
+        let mut data_router = Router::new()
+            .get(Root)
+            .push(inbox::router(inbox, options.max_body_bytes));
         if listeners.management.is_none() {
             data_router = operational_routes(data_router, &readiness, &metrics);
         }

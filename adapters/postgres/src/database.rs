@@ -92,6 +92,20 @@ impl PostgresDatabase {
         crate::outbox_store::PgOutboxStore::new(self.pool.clone(), Arc::clone(&self.statements))
     }
 
+    /// The inbox table as the ingest pipeline writes it.
+    pub fn inbox_store(&self) -> crate::inbox_store::PgInboxStore {
+        crate::inbox_store::PgInboxStore::new(self.pool.clone(), Arc::clone(&self.statements))
+    }
+
+    /// The inbox table as the relay uses it; its claim lock is keyed on the inbox table name.
+    pub fn relay_store(&self) -> crate::relay_store::PgRelayStore {
+        crate::relay_store::PgRelayStore::new(
+            self.pool.clone(),
+            Arc::clone(&self.statements),
+            self.options.schema.inbox_table.clone(),
+        )
+    }
+
     /// The rendered statements.
     pub fn statements(&self) -> &Statements {
         &self.statements

@@ -13,7 +13,7 @@ use sqlx::{AssertSqlSafe, SqlStr};
 use crate::error::PostgresError;
 
 /// (name, template) of every statement; the name is the file stem under `queries/`.
-const TEMPLATES: [(&str, &str); 10] = [
+const TEMPLATES: [(&str, &str); 16] = [
     ("ping", include_str!("../queries/ping.sql")),
     (
         "table_columns",
@@ -45,6 +45,21 @@ const TEMPLATES: [(&str, &str); 10] = [
         "outbox_pending_stats",
         include_str!("../queries/outbox_pending_stats.sql"),
     ),
+    ("relay_lock", include_str!("../queries/relay_lock.sql")),
+    ("relay_claim", include_str!("../queries/relay_claim.sql")),
+    (
+        "relay_forward",
+        include_str!("../queries/relay_forward.sql"),
+    ),
+    ("relay_dead", include_str!("../queries/relay_dead.sql")),
+    (
+        "relay_reclaim",
+        include_str!("../queries/relay_reclaim.sql"),
+    ),
+    (
+        "relay_oldest_pending",
+        include_str!("../queries/relay_oldest_pending.sql"),
+    ),
 ];
 
 /// The rendered statements. Cloning a [`SqlStr`] is cheap (shared text).
@@ -70,6 +85,18 @@ pub struct Statements {
     pub outbox_reclaim: SqlStr,
     /// Pending rows per topic and the oldest pending age.
     pub outbox_pending_stats: SqlStr,
+    /// Take the relay claim lock for the rest of the transaction; `$1` is the inbox table name.
+    pub relay_lock: SqlStr,
+    /// Claim the oldest pending push rows, one per aggregate (see the template for the cost).
+    pub relay_claim: SqlStr,
+    /// Forward claimed inbox rows into the outbox, fenced, in one statement.
+    pub relay_forward: SqlStr,
+    /// Move one claimed inbox row to dead, fenced.
+    pub relay_dead: SqlStr,
+    /// Return expired relay claims to pending.
+    pub relay_reclaim: SqlStr,
+    /// The age of the oldest pending inbox row.
+    pub relay_oldest_pending: SqlStr,
 }
 
 impl Statements {
@@ -94,6 +121,12 @@ impl Statements {
             outbox_finish,
             outbox_reclaim,
             outbox_pending_stats,
+            relay_lock,
+            relay_claim,
+            relay_forward,
+            relay_dead,
+            relay_reclaim,
+            relay_oldest_pending,
         ] = TEMPLATES.map(|(name, template)| render_template(name, template, names));
         Ok(Self {
             ping: ping?,
@@ -106,6 +139,12 @@ impl Statements {
             outbox_finish: outbox_finish?,
             outbox_reclaim: outbox_reclaim?,
             outbox_pending_stats: outbox_pending_stats?,
+            relay_lock: relay_lock?,
+            relay_claim: relay_claim?,
+            relay_forward: relay_forward?,
+            relay_dead: relay_dead?,
+            relay_reclaim: relay_reclaim?,
+            relay_oldest_pending: relay_oldest_pending?,
         })
     }
 
@@ -122,6 +161,12 @@ impl Statements {
             &self.outbox_finish,
             &self.outbox_reclaim,
             &self.outbox_pending_stats,
+            &self.relay_lock,
+            &self.relay_claim,
+            &self.relay_forward,
+            &self.relay_dead,
+            &self.relay_reclaim,
+            &self.relay_oldest_pending,
         ]
         .into_iter()
         .zip(TEMPLATES)

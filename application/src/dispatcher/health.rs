@@ -60,8 +60,9 @@ impl HealthCheck for PollerHealth {
             .map(|s| s.clone())
             .unwrap_or(State::Failing("state unavailable".into()));
         match state {
-            State::Running => Ok(()),
-            State::Starting => Err("the poller has not claimed yet".into()),
+            // Not failed yet is up: the component goes down only when claims fail or it stopped, so a
+            // fresh start is ready without waiting for the first claim.
+            State::Running | State::Starting => Ok(()),
             State::Failing(reason) => Err(format!("claims fail: {reason}")),
             State::Stopped => Err("the poller has stopped".into()),
         }

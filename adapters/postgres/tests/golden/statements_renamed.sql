@@ -40,3 +40,248 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
 ON CONFLICT DO NOTHING
 RETURNING "id";
 
+-- outbox_claim_keyed
+WITH RECURSIVE walk AS (
+    (SELECT o."key" AS k, o."id" AS id, o."state" AS st,
+            o."scheduled_at" AS due, 1 AS n,
+            CASE WHEN o."state" = 'pending' AND o."scheduled_at" <= now() THEN 1 ELSE 0 END AS ready
+       FROM "qb_outbox" o
+      WHERE o."state" IN ('pending', 'processing') AND o."key" > $1
+      ORDER BY o."key", o."sequence"
+      LIMIT 1)
+  UNION ALL
+    SELECT nxt.k, nxt.id, nxt.st, nxt.due, w.n + 1,
+           w.ready + CASE WHEN nxt.st = 'pending' AND nxt.due <= now() THEN 1 ELSE 0 END
+      FROM walk w
+     CROSS JOIN LATERAL (
+        SELECT o."key" AS k, o."id" AS id, o."state" AS st, o."scheduled_at" AS due
+          FROM "qb_outbox" o
+         WHERE o."state" IN ('pending', 'processing') AND o."key" > w.k
+         ORDER BY o."key", o."sequence"
+         LIMIT 1) nxt
+     WHERE w.ready < $2 AND w.n < $4
+),
+locked AS (
+    SELECT o."id" AS id
+      FROM "qb_outbox" o
+     WHERE o."id" IN (SELECT id FROM walk WHERE st = 'pending' AND due <= now())
+       AND o."state" = 'pending' AND o."scheduled_at" <= now()
+     FOR UPDATE SKIP LOCKED
+),
+claimed AS (
+    UPDATE "qb_outbox" t
+       SET "state" = 'processing',
+           "claim_token" = gen_random_uuid(),
+           "claimed_at" = now(),
+           "lease_expires_at" = now() + $3 * interval '1 millisecond',
+           "updated_at" = now()
+      FROM locked
+     WHERE t."id" = locked.id
+ RETURNING t."id" AS id, t."claim_token" AS claim_token, t."topic" AS topic,
+           t."key" AS key, t."aggregate_type" AS aggregate_type,
+           t."body"::text AS payload, t."headers"::text AS headers,
+           t."attempt" AS attempt, t."max_attempts" AS max_attempts,
+           t."sequence" AS sequence
+),
+walk_end AS (
+    SELECT k AS last_key, n AS walked, ready FROM walk ORDER BY n DESC LIMIT 1
+)
+SELECT e.last_key, COALESCE(e.walked, 0) AS walked, COALESCE(e.ready, 0) AS ready, c.*
+  FROM (SELECT 1) AS one
+  LEFT JOIN walk_end e ON true
+  LEFT JOIN claimed c ON true;
+
+-- outbox_claim_unkeyed
+WITH locked AS (
+    SELECT o."id" AS id
+      FROM "qb_outbox" o
+     WHERE o."state" = 'pending'
+       AND (o."key" IS NULL OR o."key" = '')
+       AND o."scheduled_at" <= now()
+     ORDER BY o."scheduled_at"
+     LIMIT $1
+     FOR UPDATE SKIP LOCKED
+)
+UPDATE "qb_outbox" t
+   SET "state" = 'processing',
+       "claim_token" = gen_random_uuid(),
+       "claimed_at" = now(),
+       "lease_expires_at" = now() + $2 * interval '1 millisecond',
+       "updated_at" = now()
+  FROM locked
+ WHERE t."id" = locked.id
+RETURNING t."id" AS id, t."claim_token" AS claim_token, t."topic" AS topic,
+          t."key" AS key, t."aggregate_type" AS aggregate_type,
+          t."body"::text AS payload, t."headers"::text AS headers,
+          t."attempt" AS attempt, t."max_attempts" AS max_attempts,
+          t."sequence" AS sequence;
+
+-- outbox_renew
+UPDATE "qb_outbox" t
+   SET "lease_expires_at" = now() + $3 * interval '1 millisecond'
+  FROM unnest($1::uuid[], $2::uuid[]) WITH ORDINALITY AS held(id, token, ord)
+ WHERE t."id" = held.id
+   AND t."claim_token" = held.token
+   AND t."state" = 'processing'
+   AND t."lease_expires_at" > now()
+RETURNING held.ord;
+
+-- outbox_finish
+UPDATE "qb_outbox" t
+   SET "state" = f.state,
+       "attempt" = COALESCE(f.attempt, t."attempt"),
+       "scheduled_at" = CASE
+           WHEN f.delay_ms IS NULL THEN t."scheduled_at"
+           ELSE now() + f.delay_ms * interval '1 millisecond'
+       END,
+       "last_error" = COALESCE(f.error, t."last_error"),
+       "claim_token" = NULL,
+       "lease_expires_at" = NULL,
+       "updated_at" = now()
+  FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::int[], $5::bigint[], $6::text[])
+       WITH ORDINALITY AS f(id, token, state, attempt, delay_ms, error, ord)
+ WHERE t."id" = f.id
+   AND t."claim_token" = f.token
+   AND t."state" = 'processing'
+   AND t."lease_expires_at" > now()
+RETURNING f.ord;
+
+-- outbox_reclaim
+UPDATE "qb_outbox"
+   SET "state" = 'pending',
+       "claim_token" = NULL,
+       "lease_expires_at" = NULL,
+       "updated_at" = now()
+ WHERE "state" = 'processing'
+   AND COALESCE("lease_expires_at", "claimed_at" + $1 * interval '1 millisecond') < now();
+
+-- outbox_pending_stats
+SELECT "topic" AS topic,
+       count(*) AS pending,
+       EXTRACT(EPOCH FROM (now() - min("created_at")))::float8 AS oldest_age_seconds
+  FROM "qb_outbox"
+ WHERE "state" = 'pending'
+ GROUP BY "topic";
+
+-- relay_lock
+SELECT pg_advisory_xact_lock(hashtext($1));
+
+-- relay_claim
+WITH candidates AS (
+    SELECT i."id" AS id,
+           NULLIF(i."aggregate_id", '') AS aggregate_id,
+           i."created_at" AS created_at
+      FROM "qb_inbox" i
+     WHERE i."state" = 'pending'
+       AND i."consumption" = 'push'
+       AND (NULLIF(i."aggregate_id", '') IS NULL
+            OR i."aggregate_id" NOT IN (
+                SELECT p."aggregate_id"
+                  FROM "qb_inbox" p
+                 WHERE p."state" = 'processing'
+                   AND p."consumption" = 'push'
+                   AND p."aggregate_id" IS NOT NULL))
+     ORDER BY i."created_at", i."id"
+     LIMIT $3
+),
+heads AS (
+    SELECT c.id, c.created_at,
+           row_number() OVER (PARTITION BY c.aggregate_id ORDER BY c.created_at, c.id) AS position,
+           c.aggregate_id
+      FROM candidates c
+),
+ready AS (
+    SELECT h.id
+      FROM heads h
+     WHERE h.aggregate_id IS NULL OR h.position = 1
+     ORDER BY h.created_at, h.id
+     LIMIT $1
+),
+locked AS (
+    SELECT i."id" AS id
+      FROM "qb_inbox" i
+     WHERE i."id" IN (SELECT id FROM ready)
+       AND i."state" = 'pending'
+       AND i."consumption" = 'push'
+     FOR UPDATE SKIP LOCKED
+),
+claimed AS (
+    UPDATE "qb_inbox" t
+       SET "state" = 'processing',
+           "claim_token" = gen_random_uuid(),
+           "claimed_at" = now(),
+           "lease_expires_at" = now() + $2 * interval '1 millisecond'
+      FROM locked
+     WHERE t."id" = locked.id
+ RETURNING t."id" AS id, t."claim_token" AS claim_token, t."source" AS source,
+           t."dedup_key" AS idempotency_key, t."aggregate_id" AS aggregate_id,
+           t."event_type" AS event_type, t."payload"::text AS payload,
+           t."headers"::text AS headers, t."correlation_id" AS correlation_id,
+           t."created_at" AS created_at
+)
+SELECT id, claim_token, source, idempotency_key, aggregate_id, event_type, payload, headers,
+       correlation_id
+  FROM claimed
+ ORDER BY created_at, id;
+
+-- relay_forward
+WITH input AS (
+    SELECT *
+      FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::text[], $7::int[])
+           WITH ORDINALITY AS f(inbox_id, token, topic, key, payload, headers, max_attempts, ord)
+),
+done AS (
+    UPDATE "qb_inbox" t
+       SET "state" = 'processed',
+           "processed_at" = now(),
+           "claim_token" = NULL,
+           "lease_expires_at" = NULL
+      FROM input f
+     WHERE t."id" = f.inbox_id
+       AND t."claim_token" = f.token
+       AND t."state" = 'processing'
+       AND t."lease_expires_at" > now()
+ RETURNING f.ord
+),
+inserted AS (
+    INSERT INTO "qb_outbox" (
+        "topic",
+        "key",
+        "body",
+        "headers",
+        "max_attempts"
+    )
+    SELECT f.topic, f.key, f.payload::jsonb, f.headers::jsonb, f.max_attempts
+      FROM input f
+      JOIN done d ON d.ord = f.ord
+     ORDER BY f.ord
+    RETURNING 1
+)
+SELECT ord FROM done;
+
+-- relay_dead
+UPDATE "qb_inbox"
+   SET "state" = 'dead',
+       "last_error" = $3,
+       "claim_token" = NULL,
+       "lease_expires_at" = NULL
+ WHERE "id" = $1
+   AND "claim_token" = $2
+   AND "state" = 'processing'
+   AND "lease_expires_at" > now()
+RETURNING "id";
+
+-- relay_reclaim
+UPDATE "qb_inbox"
+   SET "state" = 'pending',
+       "claim_token" = NULL,
+       "lease_expires_at" = NULL
+ WHERE "state" = 'processing'
+   AND "consumption" = 'push'
+   AND COALESCE("lease_expires_at", "claimed_at" + $1 * interval '1 millisecond') < now();
+
+-- relay_oldest_pending
+SELECT COALESCE(EXTRACT(EPOCH FROM (now() - min("created_at"))), 0)::float8 AS age_seconds
+  FROM "qb_inbox"
+ WHERE "state" = 'pending';
+

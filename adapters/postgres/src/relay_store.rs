@@ -1,0 +1,256 @@
+//! The inbox relay's store on PostgreSQL: the serialised claim of push rows, the one-statement fenced
+//! forward into the outbox, the fenced dead letter, the reclaim and the oldest-pending gauge (see
+//! `queries/relay_*.sql` for why each statement is shaped so).
+
+use crate::error::PostgresError;
+use crate::pool::Pool;
+use crate::statements::Statements;
+use async_trait::async_trait;
+use queuebox_ports::inbox::{ForwardedRow, RelayRow, RelayStore};
+use queuebox_ports::outbox::StoreError;
+use sqlx::postgres::PgRow;
+use sqlx::{Connection, Row};
+use std::sync::Arc;
+use std::time::Duration;
+use uuid::Uuid;
+
+/// The most pending push rows one claim looks at, at least. A claim reads the oldest rows up to this
+/// bound (or ten times its batch, if more) and picks the aggregate heads among them; the bound keeps
+/// its cost flat however large the backlog grows.
+const MIN_SCAN: u32 = 1_000;
+
+/// Rows claimed before leases existed have none: their lease counts from the claim time with the
+/// longest lease QueueBox gave by default (five minutes).
+const LEGACY_LEASE_MS: i64 = 300_000;
+
+/// The inbox table on PostgreSQL, as the relay uses it.
+pub struct PgRelayStore {
+    pool: Pool,
+    statements: Arc<Statements>,
+    /// The configured inbox table name: the key of the relay claim lock.
+    table: String,
+}
+
+impl PgRelayStore {
+    /// A store over `pool` with the rendered `statements`; `inbox_table` keys the claim lock.
+    pub fn new(pool: Pool, statements: Arc<Statements>, inbox_table: String) -> Self {
+        Self {
+            pool,
+            statements,
+            table: inbox_table,
+        }
+    }
+
+    async fn connection(
+        &self,
+        operation: &'static str,
+    ) -> Result<crate::pool::PooledConnection, StoreError> {
+        self.pool
+            .acquire()
+            .await
+            .map_err(|e| pool_error(operation, e))
+    }
+}
+
+#[async_trait]
+impl RelayStore for PgRelayStore {
+    async fn claim(&self, limit: u32, lease: Duration) -> Result<Vec<RelayRow>, StoreError> {
+        let limit = limit.max(1);
+        let scan = limit.saturating_mul(10).max(MIN_SCAN);
+        let mut connection = self.connection("relay claim").await?;
+        let mut transaction = connection
+            .begin()
+            .await
+            .map_err(|e| store_error("relay claim", e))?;
+        sqlx::query(self.statements.relay_lock.clone())
+            .bind(&self.table)
+            .execute(&mut *transaction)
+            .await
+            .map_err(|e| store_error("relay claim lock", e))?;
+        let rows = sqlx::query(self.statements.relay_claim.clone())
+            .bind(i32::try_from(limit).unwrap_or(i32::MAX))
+            .bind(millis(lease))
+            .bind(i32::try_from(scan).unwrap_or(i32::MAX))
+            .fetch_all(&mut *transaction)
+            .await
+            .map_err(|e| store_error("relay claim", e))?;
+        // Commit releases the lock; on an error above, dropping the transaction rolls it back.
+        transaction
+            .commit()
+            .await
+            .map_err(|e| store_error("relay claim", e))?;
+        rows.iter().map(relay_row).collect()
+    }
+
+    async fn forward(&self, rows: &[ForwardedRow]) -> Result<Vec<bool>, StoreError> {
+        if rows.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut ids = Vec::with_capacity(rows.len());
+        let mut tokens = Vec::with_capacity(rows.len());
+        let mut topics = Vec::with_capacity(rows.len());
+        let mut keys: Vec<Option<String>> = Vec::with_capacity(rows.len());
+        let mut payloads = Vec::with_capacity(rows.len());
+        let mut headers = Vec::with_capacity(rows.len());
+        let mut max_attempts = Vec::with_capacity(rows.len());
+        for row in rows {
+            ids.push(row.inbox_id);
+            tokens.push(row.claim_token);
+            topics.push(row.topic.clone());
+            keys.push(row.key.clone());
+            payloads.push(row.payload.clone());
+            headers.push(headers_object(&row.headers));
+            max_attempts.push(row.max_attempts);
+        }
+        let mut connection = self.connection("relay forward").await?;
+        let forwarded: Vec<i64> = sqlx::query_scalar(self.statements.relay_forward.clone())
+            .bind(&ids)
+            .bind(&tokens)
+            .bind(&topics)
+            .bind(&keys)
+            .bind(&payloads)
+            .bind(&headers)
+            .bind(&max_attempts)
+            .fetch_all(&mut *connection)
+            .await
+            .map_err(|e| store_error("relay forward", e))?;
+        Ok(applied_positions(rows.len(), &forwarded))
+    }
+
+    async fn mark_dead(
+        &self,
+        id: Uuid,
+        claim_token: Uuid,
+        reason: &str,
+    ) -> Result<bool, StoreError> {
+        let mut connection = self.connection("relay dead letter").await?;
+        let changed: Option<Uuid> = sqlx::query_scalar(self.statements.relay_dead.clone())
+            .bind(id)
+            .bind(claim_token)
+            .bind(reason.replace('\0', ""))
+            .fetch_optional(&mut *connection)
+            .await
+            .map_err(|e| store_error("relay dead letter", e))?;
+        Ok(changed.is_some())
+    }
+
+    async fn reclaim_expired(&self) -> Result<u64, StoreError> {
+        let mut connection = self.connection("relay reclaim").await?;
+        let result = sqlx::query(self.statements.relay_reclaim.clone())
+            .bind(LEGACY_LEASE_MS)
+            .execute(&mut *connection)
+            .await
+            .map_err(|e| store_error("relay reclaim", e))?;
+        Ok(result.rows_affected())
+    }
+
+    async fn oldest_pending_age(&self) -> Result<Duration, StoreError> {
+        let mut connection = self.connection("inbox pending gauge").await?;
+        let seconds: f64 = sqlx::query_scalar(self.statements.relay_oldest_pending.clone())
+            .fetch_one(&mut *connection)
+            .await
+            .map_err(|e| store_error("inbox pending gauge", e))?;
+        // A row stamped by a clock ahead of the database's has a negative age: report zero.
+        Ok(Duration::try_from_secs_f64(seconds.max(0.0)).unwrap_or_default())
+    }
+}
+
+fn relay_row(row: &PgRow) -> Result<RelayRow, StoreError> {
+    let get_err = |e: sqlx::Error| store_error("relay claim", e);
+    let headers_text: String = row.try_get("headers").map_err(get_err)?;
+    Ok(RelayRow {
+        id: row.try_get("id").map_err(get_err)?,
+        claim_token: row.try_get("claim_token").map_err(get_err)?,
+        source: row.try_get("source").map_err(get_err)?,
+        idempotency_key: row.try_get("idempotency_key").map_err(get_err)?,
+        aggregate_id: row.try_get("aggregate_id").map_err(get_err)?,
+        event_type: row.try_get("event_type").map_err(get_err)?,
+        payload: row.try_get("payload").map_err(get_err)?,
+        headers: header_pairs(&headers_text),
+        correlation_id: row.try_get("correlation_id").map_err(get_err)?,
+    })
+}
+
+/// The stored `headers` object as (name, value) pairs in stored order. The column should hold
+/// strings; another scalar travels as its JSON text, a null is dropped, and a column that is not an
+/// object yields no headers rather than a row the relay cannot forward.
+fn header_pairs(text: &str) -> Vec<(String, String)> {
+    match serde_json::from_str::<serde_json::Value>(text) {
+        Ok(serde_json::Value::Object(map)) => map
+            .into_iter()
+            .filter_map(|(name, value)| match value {
+                serde_json::Value::String(s) => Some((name, s)),
+                serde_json::Value::Null => None,
+                other => Some((name, other.to_string())),
+            })
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// The pairs as one JSON object, in their order; a repeated name keeps its last value.
+fn headers_object(pairs: &[(String, String)]) -> String {
+    let map: serde_json::Map<String, serde_json::Value> = pairs
+        .iter()
+        .map(|(name, value)| (name.clone(), serde_json::Value::String(value.clone())))
+        .collect();
+    serde_json::Value::Object(map).to_string()
+}
+
+/// Per input, whether it applied, from the 1-based positions the statement returned.
+fn applied_positions(inputs: usize, positions: &[i64]) -> Vec<bool> {
+    let mut applied = vec![false; inputs];
+    for position in positions {
+        let slot = usize::try_from(*position)
+            .ok()
+            .and_then(|p| p.checked_sub(1))
+            .and_then(|index| applied.get_mut(index));
+        if let Some(slot) = slot {
+            *slot = true;
+        }
+    }
+    applied
+}
+
+fn millis(duration: Duration) -> i64 {
+    i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
+}
+
+fn pool_error(operation: &'static str, error: PostgresError) -> StoreError {
+    StoreError {
+        operation,
+        reason: error.to_string(),
+    }
+}
+
+fn store_error(operation: &'static str, error: sqlx::Error) -> StoreError {
+    StoreError {
+        operation,
+        reason: error.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn headers_round_trip_in_order() {
+        let pairs = header_pairs(r#"{"X-B":"2","X-A":"1","X-N":3,"X-Null":null}"#);
+        assert_eq!(
+            pairs,
+            vec![
+                ("X-B".to_owned(), "2".to_owned()),
+                ("X-A".to_owned(), "1".to_owned()),
+                ("X-N".to_owned(), "3".to_owned())
+            ]
+        );
+        assert_eq!(headers_object(&pairs), r#"{"X-B":"2","X-A":"1","X-N":"3"}"#);
+        assert!(header_pairs("[]").is_empty());
+    }
+
+    #[test]
+    fn positions_map_to_inputs() {
+        assert_eq!(applied_positions(3, &[3, 1, 9, 0]), vec![true, false, true]);
+    }
+}

@@ -1,0 +1,187 @@
+//! The PostgreSQL inbox store against a real server: one row per (source, key), every column
+//! written as given, concurrent repeats deduplicated by the constraint, renamed schemas honoured.
+
+mod common;
+
+use std::sync::Arc;
+
+use common::{TestDb, renamed_schema};
+use queuebox_domain::mapping::SchemaNames;
+use queuebox_ports::inbox::{Consumption, InboxStore, NewInboxMessage, Stored};
+use queuebox_postgres::connect;
+use sqlx::Row;
+
+fn message(source: &str, key: &str) -> NewInboxMessage {
+    NewInboxMessage {
+        source: source.into(),
+        idempotency_key: key.into(),
+        aggregate_id: Some("cus_1".into()),
+        event_type: Some("invoice.paid".into()),
+        payload: r#"{"id": "evt", "amount": 12.5, "nested": {"a": [1, 2]}}"#.into(),
+        headers: vec![
+            ("x-tenant".into(), "acme".into()),
+            ("content-type".into(), "application/json".into()),
+        ],
+        correlation_id: Some("corr-1".into()),
+        consumption: Consumption::Pull,
+        dead_reason: None,
+    }
+}
+
+#[tokio::test]
+async fn a_new_message_is_one_row_and_a_repeat_is_a_duplicate() {
+    let db = TestDb::create().await;
+    let database = connect(&db.options(true, SchemaNames::default()))
+        .await
+        .expect("connect");
+    database.prepare().await.expect("migrate");
+    let store = database.inbox_store();
+
+    let Stored::New(id) = store
+        .insert(&message("stripe", "evt_1"))
+        .await
+        .expect("insert")
+    else {
+        panic!("expected a new row");
+    };
+    assert_eq!(
+        store
+            .insert(&message("stripe", "evt_1"))
+            .await
+            .expect("repeat"),
+        Stored::Duplicate
+    );
+    // The same key in another source is another row.
+    assert!(matches!(
+        store
+            .insert(&message("github", "evt_1"))
+            .await
+            .expect("other source"),
+        Stored::New(_)
+    ));
+
+    let mut session = db.session().await;
+    let row = sqlx::query(
+        "SELECT source, idempotency_key, aggregate_id, event_type, payload::text AS payload, \
+         headers::text AS headers, correlation_id, consumption, state FROM inbox WHERE id = $1",
+    )
+    .bind(id)
+    .fetch_one(&mut session)
+    .await
+    .expect("read the row");
+    let text = |column: &str| -> String { row.get(column) };
+    assert_eq!(text("source"), "stripe");
+    assert_eq!(text("idempotency_key"), "evt_1");
+    assert_eq!(text("aggregate_id"), "cus_1");
+    assert_eq!(text("event_type"), "invoice.paid");
+    let payload: serde_json::Value = serde_json::from_str(&text("payload")).expect("json");
+    assert_eq!(
+        payload,
+        serde_json::json!({"id": "evt", "amount": 12.5, "nested": {"a": [1, 2]}})
+    );
+    let headers: serde_json::Value = serde_json::from_str(&text("headers")).expect("json");
+    assert_eq!(
+        headers,
+        serde_json::json!({"x-tenant": "acme", "content-type": "application/json"})
+    );
+    assert_eq!(text("correlation_id"), "corr-1");
+    assert_eq!(text("consumption"), "pull");
+    assert_eq!(text("state"), "pending");
+    let count: i64 = sqlx::query_scalar("SELECT count(*) FROM inbox")
+        .fetch_one(&mut session)
+        .await
+        .expect("count");
+    assert_eq!(count, 2);
+    drop(session);
+    database.close().await;
+    db.drop_now().await;
+}
+
+#[tokio::test]
+async fn concurrent_repeats_store_one_row() {
+    let db = TestDb::create().await;
+    let database = connect(&db.options(true, SchemaNames::default()))
+        .await
+        .expect("connect");
+    database.prepare().await.expect("migrate");
+    let store = Arc::new(database.inbox_store());
+    let mut tasks = Vec::new();
+    for _ in 0..8 {
+        let store = Arc::clone(&store);
+        tasks.push(tokio::spawn(async move {
+            store.insert(&message("stripe", "race")).await
+        }));
+    }
+    let mut new = 0;
+    for task in tasks {
+        if let Stored::New(_) = task.await.expect("join").expect("insert") {
+            new += 1;
+        }
+    }
+    assert_eq!(new, 1);
+    database.close().await;
+    db.drop_now().await;
+}
+
+#[tokio::test]
+async fn a_renamed_schema_is_written_through_the_mapping() {
+    let db = TestDb::create().await;
+    // The bundled schema, then the renames of the fixture's mapping, as an operator would.
+    db.apply_by_hand(i32::MAX).await;
+    db.exec(
+        r#"ALTER TABLE outbox RENAME TO qb_outbox;
+           ALTER TABLE qb_outbox RENAME COLUMN payload TO body;
+           ALTER TABLE inbox RENAME TO qb_inbox;
+           ALTER TABLE qb_inbox RENAME COLUMN idempotency_key TO dedup_key;"#,
+    )
+    .await;
+    let names = renamed_schema();
+    let database = connect(&db.options(false, names)).await.expect("connect");
+    database.prepare().await.expect("schema check");
+    let store = database.inbox_store();
+    assert!(matches!(
+        store
+            .insert(&message("stripe", "evt_r"))
+            .await
+            .expect("insert"),
+        Stored::New(_)
+    ));
+    let mut session = db.session().await;
+    let keys: Vec<String> = sqlx::query_scalar("SELECT dedup_key FROM qb_inbox")
+        .fetch_all(&mut session)
+        .await
+        .expect("read");
+    assert_eq!(keys, vec!["evt_r".to_owned()]);
+    drop(session);
+    assert_eq!(
+        store
+            .insert(&message("stripe", "evt_r"))
+            .await
+            .expect("repeat"),
+        Stored::Duplicate
+    );
+    database.close().await;
+    db.drop_now().await;
+}
+
+#[tokio::test]
+async fn a_dead_row_is_refused_rather_than_stored_pending() {
+    let db = TestDb::create().await;
+    let database = connect(&db.options(true, SchemaNames::default()))
+        .await
+        .expect("connect");
+    database.prepare().await.expect("migrate");
+    let store = database.inbox_store();
+    let mut dead = message("rabbit", "bad");
+    dead.dead_reason = Some("not JSON".into());
+    assert!(store.insert(&dead).await.is_err());
+    let mut session = db.session().await;
+    let count: i64 = sqlx::query_scalar("SELECT count(*) FROM inbox")
+        .fetch_one(&mut session)
+        .await
+        .expect("count");
+    assert_eq!(count, 0);
+    drop(session);
+    database.close().await;
+    db.drop_now().await;
+}

@@ -1,0 +1,308 @@
+//! The pipeline over an in-memory inbox store.
+#![allow(clippy::unwrap_used)]
+
+use super::*;
+use queuebox_domain::glob::TopicPattern;
+use queuebox_domain::inbox::auth::CredentialCheck;
+use queuebox_domain::inbox::filter::{Condition, HeaderRule};
+use queuebox_domain::secret::Secret;
+use queuebox_ports::outbox::StoreError;
+use std::sync::Mutex;
+use std::time::Duration;
+use uuid::Uuid;
+
+#[derive(Default)]
+struct MemoryInbox {
+    rows: Mutex<Vec<NewInboxMessage>>,
+    fail: bool,
+}
+
+#[async_trait]
+impl InboxStore for MemoryInbox {
+    async fn insert(&self, message: &NewInboxMessage) -> Result<Stored, StoreError> {
+        if self.fail {
+            return Err(StoreError {
+                operation: "insert",
+                reason: "connection refused".into(),
+            });
+        }
+        let mut rows = self.rows.lock().unwrap();
+        if rows.iter().any(|row| {
+            row.source == message.source && row.idempotency_key == message.idempotency_key
+        }) {
+            return Ok(Stored::Duplicate);
+        }
+        rows.push(message.clone());
+        Ok(Stored::New(Uuid::new_v4()))
+    }
+}
+
+fn path(text: &str) -> JsonPath {
+    JsonPath::parse(text).unwrap()
+}
+
+fn source(name: &str) -> IngestSource {
+    IngestSource {
+        name: name.into(),
+        idempotency_key_path: path("$.id"),
+        event_type_path: Some(path("$.type")),
+        aggregate_id_path: Some(path("$.customer.id")),
+        consumption: Consumption::Push,
+        auth: None,
+        filter: None,
+        requests_per_minute: None,
+    }
+}
+
+fn pipeline(store: Arc<MemoryInbox>, sources: Vec<IngestSource>) -> IngestPipeline {
+    IngestPipeline::new(store, sources, Arc::new(|| 1_000_000))
+}
+
+fn received(headers: &[(&str, &str)], body: &str) -> Received {
+    Received {
+        headers: headers
+            .iter()
+            .map(|(n, v)| ((*n).to_owned(), (*v).to_owned()))
+            .collect(),
+        body: body.as_bytes().to_vec(),
+    }
+}
+
+#[tokio::test]
+async fn a_new_message_is_stored_with_its_extracted_attributes() {
+    let store = Arc::new(MemoryInbox::default());
+    let mut spec = source("orders");
+    spec.consumption = Consumption::Pull;
+    let p = pipeline(Arc::clone(&store), vec![spec]);
+    let body = r#"{"id":"o-1","type":"order.created","customer":{"id":42}}"#;
+    let result = p
+        .ingest(
+            "orders",
+            received(
+                &[("x-correlation-id", "corr-1"), ("x-tenant", "acme")],
+                body,
+            ),
+        )
+        .await;
+    assert!(matches!(result.outcome, IngestOutcome::Stored { .. }));
+    assert_eq!(result.correlation_id.as_deref(), Some("corr-1"));
+    let rows = store.rows.lock().unwrap();
+    let row = &rows[0];
+    assert_eq!(row.source, "orders");
+    assert_eq!(row.idempotency_key, "o-1");
+    assert_eq!(row.event_type.as_deref(), Some("order.created"));
+    assert_eq!(row.aggregate_id.as_deref(), Some("42"));
+    assert_eq!(row.payload, body);
+    assert_eq!(row.correlation_id.as_deref(), Some("corr-1"));
+    assert_eq!(row.consumption, Consumption::Pull);
+    assert_eq!(row.dead_reason, None);
+    assert!(row.headers.contains(&("x-tenant".into(), "acme".into())));
+}
+
+#[tokio::test]
+async fn a_repeat_is_a_duplicate_in_its_source_only() {
+    let store = Arc::new(MemoryInbox::default());
+    let p = pipeline(Arc::clone(&store), vec![source("a"), source("b")]);
+    let body = r#"{"id":"same","type":"t"}"#;
+    let first = p.ingest("a", received(&[], body)).await;
+    let repeat = p.ingest("a", received(&[], body)).await;
+    let other = p.ingest("b", received(&[], body)).await;
+    assert!(matches!(first.outcome, IngestOutcome::Stored { .. }));
+    assert_eq!(repeat.outcome, IngestOutcome::Duplicate);
+    assert!(matches!(other.outcome, IngestOutcome::Stored { .. }));
+    assert_eq!(store.rows.lock().unwrap().len(), 2);
+}
+
+#[tokio::test]
+async fn event_type_and_aggregate_id_are_optional() {
+    let store = Arc::new(MemoryInbox::default());
+    let p = pipeline(Arc::clone(&store), vec![source("s")]);
+    let result = p
+        .ingest("s", received(&[], r#"{"id":7,"customer":{"id":null}}"#))
+        .await;
+    assert!(matches!(result.outcome, IngestOutcome::Stored { .. }));
+    let rows = store.rows.lock().unwrap();
+    assert_eq!(rows[0].idempotency_key, "7");
+    assert_eq!(rows[0].event_type, None);
+    assert_eq!(rows[0].aggregate_id, None);
+}
+
+#[tokio::test]
+async fn invalid_json_and_a_missing_key_are_rejected_after_the_correlation_id() {
+    let store = Arc::new(MemoryInbox::default());
+    let p = pipeline(Arc::clone(&store), vec![source("s")]);
+    let bad = p.ingest("s", received(&[], "{not json")).await;
+    assert_eq!(bad.outcome, IngestOutcome::Rejected(Rejection::InvalidJson));
+    assert!(bad.correlation_id.is_some());
+    let keyless = p.ingest("s", received(&[], r#"{"type":"t"}"#)).await;
+    assert_eq!(
+        keyless.outcome,
+        IngestOutcome::Rejected(Rejection::KeyNotFound {
+            path: "$.id".into()
+        })
+    );
+    for container in [r#"{"id":{"a":1}}"#, r#"{"id":[1]}"#, r#"{"id":null}"#] {
+        let result = p.ingest("s", received(&[], container)).await;
+        assert!(
+            matches!(
+                result.outcome,
+                IngestOutcome::Rejected(Rejection::KeyNotFound { .. })
+            ),
+            "{container}"
+        );
+    }
+    assert!(store.rows.lock().unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn a_failed_insert_is_a_storage_failure() {
+    let store = Arc::new(MemoryInbox {
+        fail: true,
+        ..MemoryInbox::default()
+    });
+    let p = pipeline(store, vec![source("s")]);
+    let result = p.ingest("s", received(&[], r#"{"id":"1"}"#)).await;
+    assert_eq!(
+        result.outcome,
+        IngestOutcome::Rejected(Rejection::StorageFailed)
+    );
+}
+
+#[tokio::test]
+async fn wrong_credentials_stop_before_the_filter_and_store_nothing() {
+    let store = Arc::new(MemoryInbox::default());
+    let mut spec = source("s");
+    spec.auth = Some(CredentialCheck::Bearer {
+        token: Secret::new("tok"),
+    });
+    // The filter would drop this message; the 401 must come first.
+    spec.filter = Some(HeaderFilter {
+        require: vec![HeaderRule {
+            header: "x-env".into(),
+            condition: Condition::Exists,
+        }],
+        exclude: Vec::new(),
+    });
+    let p = pipeline(Arc::clone(&store), vec![spec]);
+    let result = p
+        .ingest(
+            "s",
+            received(&[("Authorization", "Bearer nope")], r#"{"id":"1"}"#),
+        )
+        .await;
+    assert_eq!(
+        result.outcome,
+        IngestOutcome::Unauthorized {
+            reason: "Invalid bearer token".into()
+        }
+    );
+    assert_eq!(result.correlation_id, None);
+    let filtered = p
+        .ingest(
+            "s",
+            received(&[("Authorization", "Bearer tok")], r#"{"id":"1"}"#),
+        )
+        .await;
+    assert_eq!(filtered.outcome, IngestOutcome::Filtered);
+    assert_eq!(filtered.correlation_id, None);
+    assert!(store.rows.lock().unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn the_filter_runs_before_the_body_is_parsed() {
+    let store = Arc::new(MemoryInbox::default());
+    let mut spec = source("s");
+    spec.filter = Some(HeaderFilter {
+        require: vec![HeaderRule {
+            header: "X-Event".into(),
+            condition: Condition::Matches(TopicPattern::compile("order.*").unwrap()),
+        }],
+        exclude: Vec::new(),
+    });
+    let p = pipeline(Arc::clone(&store), vec![spec]);
+    let dropped = p
+        .ingest("s", received(&[("x-event", "user.created")], "not json"))
+        .await;
+    assert_eq!(dropped.outcome, IngestOutcome::Filtered);
+    let kept = p
+        .ingest(
+            "s",
+            received(&[("x-event", "order.created")], r#"{"id":"1"}"#),
+        )
+        .await;
+    assert!(matches!(kept.outcome, IngestOutcome::Stored { .. }));
+}
+
+#[tokio::test]
+async fn the_credential_header_is_never_stored() {
+    let store = Arc::new(MemoryInbox::default());
+    let mut spec = source("s");
+    spec.auth = Some(CredentialCheck::ApiKey {
+        header: "X-Partner-Key".into(),
+        key: Secret::new("k"),
+    });
+    let p = pipeline(Arc::clone(&store), vec![spec]);
+    let result = p
+        .ingest(
+            "s",
+            received(
+                &[
+                    ("x-partner-key", "k"),
+                    ("authorization", "Basic abc"),
+                    ("cookie", "c=1"),
+                    ("proxy-authorization", "p"),
+                    ("x-keep", "yes"),
+                ],
+                r#"{"id":"1"}"#,
+            ),
+        )
+        .await;
+    assert!(matches!(result.outcome, IngestOutcome::Stored { .. }));
+    let rows = store.rows.lock().unwrap();
+    assert_eq!(rows[0].headers, vec![("x-keep".into(), "yes".into())]);
+}
+
+#[tokio::test]
+async fn a_missing_correlation_id_is_generated_as_a_uuid() {
+    let store = Arc::new(MemoryInbox::default());
+    let p = pipeline(Arc::clone(&store), vec![source("s")]);
+    let result = p
+        .ingest("s", received(&[("X-Correlation-Id", "")], r#"{"id":"1"}"#))
+        .await;
+    let id = result.correlation_id.unwrap();
+    assert!(Uuid::parse_str(&id).is_ok(), "{id}");
+    assert_eq!(
+        store.rows.lock().unwrap()[0].correlation_id.as_deref(),
+        Some(id.as_str())
+    );
+}
+
+#[tokio::test]
+async fn the_rate_limit_refuses_with_a_wait() {
+    let store = Arc::new(MemoryInbox::default());
+    let mut spec = source("s");
+    spec.requests_per_minute = Some(2);
+    let p = pipeline(Arc::clone(&store), vec![spec, source("free")]);
+    for n in 0..2 {
+        let result = p
+            .ingest("s", received(&[], &format!(r#"{{"id":"{n}"}}"#)))
+            .await;
+        assert!(matches!(result.outcome, IngestOutcome::Stored { .. }));
+    }
+    let limited = p.ingest("s", received(&[], r#"{"id":"3"}"#)).await;
+    let IngestOutcome::RateLimited { retry_after } = limited.outcome else {
+        panic!("{limited:?}");
+    };
+    assert!(retry_after > Duration::from_secs(25), "{retry_after:?}");
+    assert_eq!(limited.correlation_id, None);
+    // Another source has its own budget.
+    let other = p.ingest("free", received(&[], r#"{"id":"3"}"#)).await;
+    assert!(matches!(other.outcome, IngestOutcome::Stored { .. }));
+}
+
+#[tokio::test]
+async fn an_unknown_source_is_reported() {
+    let p = pipeline(Arc::new(MemoryInbox::default()), vec![source("s")]);
+    let result = p.ingest("other", received(&[], r#"{"id":"1"}"#)).await;
+    assert_eq!(result.outcome, IngestOutcome::UnknownSource);
+}

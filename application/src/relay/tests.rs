@@ -1,0 +1,437 @@
+//! Unit tests of the relay loop with a mocked store: the outbox row each inbox row becomes, the dead
+//! letter of a row without a topic, and the counting of a lost fence.
+
+use super::*;
+use crate::lifecycle::Workers;
+use async_trait::async_trait;
+use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
+use mockall::mock;
+use queuebox_domain::template::Template;
+use queuebox_ports::inbox::{ForwardedRow, RelayRow};
+use queuebox_ports::outbox::StoreError;
+use std::sync::Mutex;
+use std::time::Duration;
+use uuid::Uuid;
+
+mock! {
+    Store {}
+    #[async_trait]
+    impl RelayStore for Store {
+        async fn claim(&self, limit: u32, lease: Duration) -> Result<Vec<RelayRow>, StoreError>;
+        async fn forward(&self, rows: &[ForwardedRow]) -> Result<Vec<bool>, StoreError>;
+        async fn mark_dead(&self, id: Uuid, claim_token: Uuid, reason: &str) -> Result<bool, StoreError>;
+        async fn reclaim_expired(&self) -> Result<u64, StoreError>;
+        async fn oldest_pending_age(&self) -> Result<Duration, StoreError>;
+    }
+}
+
+fn options() -> RelayOptions {
+    RelayOptions {
+        batch_size: 10,
+        poll_interval: Duration::from_millis(10),
+        lease: Duration::from_secs(30),
+        pending_gauge_interval: Duration::from_secs(60),
+        max_attempts: 7,
+    }
+}
+
+fn topics() -> SourceTopics {
+    let parse = |text: &str| Template::parse(text).unwrap_or_else(|e| panic!("{text}: {e}"));
+    SourceTopics::new([
+        ("stripe".to_owned(), parse("stripe.{{ eventType }}")),
+        ("queue".to_owned(), parse("{{ eventType }}")),
+    ])
+}
+
+fn row(source: &str, event_type: Option<&str>) -> RelayRow {
+    RelayRow {
+        id: Uuid::new_v4(),
+        claim_token: Uuid::new_v4(),
+        source: source.to_owned(),
+        idempotency_key: format!("key-{}", Uuid::new_v4().simple()),
+        aggregate_id: Some("customer-1".to_owned()),
+        event_type: event_type.map(str::to_owned),
+        payload: r#"{"amount":5}"#.to_owned(),
+        headers: vec![],
+        correlation_id: Some("corr-1".to_owned()),
+    }
+}
+
+/// What the mocked store saw.
+#[derive(Default)]
+struct Seen {
+    forwarded: Vec<ForwardedRow>,
+    dead: Vec<(Uuid, Uuid, String)>,
+}
+
+/// A store whose first claim returns `rows` and later claims nothing; `fence(row)` decides whether a
+/// forward applies.
+fn store_with(
+    rows: Vec<RelayRow>,
+    seen: Arc<Mutex<Seen>>,
+    fence: impl Fn(&ForwardedRow) -> bool + Send + Sync + 'static,
+) -> MockStore {
+    let mut store = MockStore::new();
+    let pending = Mutex::new(Some(rows));
+    store
+        .expect_claim()
+        .returning(move |_, _| Ok(pending.lock().expect("lock").take().unwrap_or_default()));
+    let forwarded = Arc::clone(&seen);
+    store.expect_forward().returning(move |rows| {
+        forwarded
+            .lock()
+            .expect("lock")
+            .forwarded
+            .extend_from_slice(rows);
+        Ok(rows.iter().map(&fence).collect())
+    });
+    store
+        .expect_mark_dead()
+        .returning(move |id, token, reason| {
+            seen.lock()
+                .expect("lock")
+                .dead
+                .push((id, token, reason.to_owned()));
+            Ok(true)
+        });
+    store.expect_reclaim_expired().returning(|| Ok(0));
+    store
+        .expect_oldest_pending_age()
+        .returning(|| Ok(Duration::from_secs(3)));
+    store
+}
+
+/// A relay whose metrics record into a recorder of the test's own.
+fn relay(store: MockStore) -> (Relay, Snapshotter) {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let metrics = metrics::with_local_recorder(&recorder, RelayMetrics::new);
+    let relay = Relay {
+        metrics: Arc::new(metrics),
+        ..Relay::new(Arc::new(store), topics(), options())
+    };
+    (relay, snapshotter)
+}
+
+/// One metric sample: name, labels, value.
+type Sample = (String, Vec<(String, String)>, f64);
+
+/// Every sample recorded so far. A debugging snapshot resets what it reads, so take one per check.
+fn samples(snapshotter: &Snapshotter) -> Vec<Sample> {
+    snapshotter
+        .snapshot()
+        .into_vec()
+        .into_iter()
+        .map(|(key, _, _, value)| {
+            let labels = key
+                .key()
+                .labels()
+                .map(|l| (l.key().to_owned(), l.value().to_owned()))
+                .collect();
+            let value = match value {
+                DebugValue::Counter(count) => count as f64,
+                DebugValue::Gauge(gauge) => gauge.into_inner(),
+                DebugValue::Histogram(_) => f64::NAN,
+            };
+            (key.key().name().to_owned(), labels, value)
+        })
+        .collect()
+}
+
+fn value(samples: &[Sample], name: &str, label: Option<(&str, &str)>) -> f64 {
+    samples
+        .iter()
+        .find(|(n, labels, _)| {
+            n == name && label.is_none_or(|(k, v)| labels.iter().any(|(lk, lv)| lk == k && lv == v))
+        })
+        .map(|(_, _, value)| *value)
+        .unwrap_or(0.0)
+}
+
+/// Runs the relay until `done` holds, then stops it.
+async fn run_until(relay: Relay, mut done: impl FnMut() -> bool) {
+    let mut workers = Workers::new();
+    workers.spawn("inbox-relay", move |stop| relay.run(stop));
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while !done() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for the relay"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert!(workers.stop(Duration::from_secs(5)).await.is_empty());
+}
+
+#[tokio::test]
+async fn a_row_becomes_its_outbox_row_and_the_relay_headers_win_in_any_letter_case() {
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    let mut inbox = row("stripe", Some("charge.paid"));
+    inbox.headers = vec![
+        ("X-INBOX-ID".to_owned(), "forged".to_owned()),
+        ("Content-Language".to_owned(), "en".to_owned()),
+        ("x-Source".to_owned(), "forged".to_owned()),
+        ("X-Idempotency-KEY".to_owned(), "forged".to_owned()),
+        ("x-correlation-id".to_owned(), "forged".to_owned()),
+        ("X-Custom".to_owned(), "kept".to_owned()),
+    ];
+    let store = store_with(vec![inbox.clone()], Arc::clone(&seen), |_| true);
+    let (relay, snapshotter) = relay(store);
+    run_until(relay, || !seen.lock().expect("lock").forwarded.is_empty()).await;
+
+    let samples = samples(&snapshotter);
+    let seen = seen.lock().expect("lock");
+    assert_eq!(seen.forwarded.len(), 1);
+    let out = &seen.forwarded[0];
+    assert_eq!(out.inbox_id, inbox.id);
+    assert_eq!(out.claim_token, inbox.claim_token);
+    assert_eq!(out.topic, "stripe.charge.paid");
+    assert_eq!(out.key.as_deref(), Some("customer-1"));
+    assert_eq!(out.payload, inbox.payload);
+    assert_eq!(out.max_attempts, 7);
+    let expected: Vec<(String, String)> = [
+        ("Content-Language", "en".to_owned()),
+        ("X-Custom", "kept".to_owned()),
+        ("x-inbox-id", inbox.id.to_string()),
+        ("x-source", "stripe".to_owned()),
+        ("x-idempotency-key", inbox.idempotency_key.clone()),
+        ("X-Correlation-Id", "corr-1".to_owned()),
+    ]
+    .into_iter()
+    .map(|(name, value)| (name.to_owned(), value))
+    .collect();
+    assert_eq!(out.headers, expected);
+    assert_eq!(
+        value(
+            &samples,
+            "queuebox_inbox_messages_total",
+            Some(("status", "forwarded"))
+        ),
+        1.0
+    );
+    assert_eq!(
+        value(&samples, "queuebox_inbox_oldest_pending_age_seconds", None),
+        3.0
+    );
+}
+
+#[tokio::test]
+async fn a_received_correlation_header_is_dropped_when_the_row_has_none() {
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    let mut inbox = row("stripe", Some("charge.paid"));
+    inbox.correlation_id = None;
+    inbox.headers = vec![("X-CORRELATION-ID".to_owned(), "forged".to_owned())];
+    let store = store_with(vec![inbox], Arc::clone(&seen), |_| true);
+    let (relay, _) = relay(store);
+    run_until(relay, || !seen.lock().expect("lock").forwarded.is_empty()).await;
+    let seen = seen.lock().expect("lock");
+    let names: Vec<&str> = seen.forwarded[0]
+        .headers
+        .iter()
+        .map(|(name, _)| name.as_str())
+        .collect();
+    assert_eq!(names, ["x-inbox-id", "x-source", "x-idempotency-key"]);
+}
+
+#[tokio::test]
+async fn an_empty_topic_or_an_unknown_source_goes_dead_and_is_not_forwarded() {
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    let no_type = row("queue", None);
+    let unknown = row("gone", Some("x"));
+    let good = row("stripe", Some("charge.paid"));
+    let store = store_with(
+        vec![no_type.clone(), unknown.clone(), good.clone()],
+        Arc::clone(&seen),
+        |_| true,
+    );
+    let (relay, _) = relay(store);
+    run_until(relay, || {
+        let seen = seen.lock().expect("lock");
+        seen.dead.len() == 2 && !seen.forwarded.is_empty()
+    })
+    .await;
+    let seen = seen.lock().expect("lock");
+    assert_eq!(
+        seen.forwarded
+            .iter()
+            .map(|f| f.inbox_id)
+            .collect::<Vec<_>>(),
+        [good.id]
+    );
+    let (id, token, reason) = &seen.dead[0];
+    assert_eq!((*id, *token), (no_type.id, no_type.claim_token));
+    assert!(reason.contains("rendered empty"), "{reason}");
+    let (id, _, reason) = &seen.dead[1];
+    assert_eq!(*id, unknown.id);
+    assert!(reason.contains("gone"), "{reason}");
+}
+
+#[tokio::test]
+async fn a_lost_fence_is_counted_and_not_reported_as_forwarded() {
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    let kept = row("stripe", Some("a"));
+    let lost = row("stripe", Some("b"));
+    let lost_id = lost.id;
+    let store = store_with(vec![kept, lost], Arc::clone(&seen), move |f| {
+        f.inbox_id != lost_id
+    });
+    let (relay, snapshotter) = relay(store);
+    run_until(relay, || !seen.lock().expect("lock").forwarded.is_empty()).await;
+    let samples = samples(&snapshotter);
+    assert_eq!(
+        value(
+            &samples,
+            "queuebox_claims_lost_total",
+            Some(("component", "inbox"))
+        ),
+        1.0
+    );
+    assert_eq!(
+        value(
+            &samples,
+            "queuebox_inbox_messages_total",
+            Some(("status", "forwarded"))
+        ),
+        1.0
+    );
+}
+
+#[tokio::test]
+async fn a_failing_claim_counts_an_error_and_turns_the_health_down_then_stopped() {
+    let mut store = MockStore::new();
+    store.expect_claim().returning(|_, _| {
+        Err(StoreError {
+            operation: "relay claim",
+            reason: "connection refused".into(),
+        })
+    });
+    store.expect_reclaim_expired().returning(|| Ok(0));
+    store
+        .expect_oldest_pending_age()
+        .returning(|| Ok(Duration::ZERO));
+    let (relay, snapshotter) = relay(store);
+    let health = relay.health_check();
+    assert_eq!(health.name(), "inbox-relay");
+    assert!(health.check().await.is_ok(), "up before the first claim");
+    let mut workers = Workers::new();
+    workers.spawn("inbox-relay", move |stop| relay.run(stop));
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        if let Err(reason) = health.check().await
+            && reason.contains("connection refused")
+        {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "never reported");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert!(
+        value(
+            &samples(&snapshotter),
+            "queuebox_inbox_relay_errors_total",
+            None
+        ) >= 1.0
+    );
+    assert!(workers.stop(Duration::from_secs(5)).await.is_empty());
+    assert_eq!(
+        health.check().await,
+        Err("the relay has stopped".to_owned())
+    );
+}
+
+#[tokio::test]
+async fn a_full_batch_is_followed_by_a_claim_at_once() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let claims = Arc::new(AtomicUsize::new(0));
+    let counted = Arc::clone(&claims);
+    let mut store = MockStore::new();
+    store.expect_claim().returning(move |limit, _| {
+        // Three full batches, then empty ones.
+        let n = counted.fetch_add(1, Ordering::SeqCst);
+        Ok(if n < 3 {
+            (0..limit).map(|_| row("stripe", Some("a"))).collect()
+        } else {
+            Vec::new()
+        })
+    });
+    store
+        .expect_forward()
+        .returning(|rows| Ok(vec![true; rows.len()]));
+    store.expect_reclaim_expired().returning(|| Ok(0));
+    store
+        .expect_oldest_pending_age()
+        .returning(|| Ok(Duration::ZERO));
+    let mut options = options();
+    options.poll_interval = Duration::from_secs(60);
+    let relay = Relay::new(Arc::new(store), topics(), options);
+    let started = std::time::Instant::now();
+    run_until(relay, || claims.load(Ordering::SeqCst) >= 4).await;
+    // With a 60 s poll interval, four claims in a moment means no wait after a full batch.
+    assert!(started.elapsed() < Duration::from_secs(5));
+}
+
+#[tokio::test]
+async fn a_batch_the_outbox_refuses_is_forwarded_row_by_row_and_a_too_long_topic_goes_dead() {
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    let good = row("stripe", Some("a"));
+    let poison = row("stripe", Some("b"));
+    let long = row("stripe", Some(&"x".repeat(250)));
+    let poison_id = poison.id;
+    let mut store = MockStore::new();
+    let pending = Mutex::new(Some(vec![good.clone(), poison, long.clone()]));
+    store
+        .expect_claim()
+        .returning(move |_, _| Ok(pending.lock().expect("lock").take().unwrap_or_default()));
+    let forwarded = Arc::clone(&seen);
+    store.expect_forward().returning(move |rows| {
+        if rows.iter().any(|r| r.inbox_id == poison_id) {
+            return Err(StoreError {
+                operation: "relay forward",
+                reason: "value too long for type character varying(255)".into(),
+            });
+        }
+        forwarded
+            .lock()
+            .expect("lock")
+            .forwarded
+            .extend_from_slice(rows);
+        Ok(vec![true; rows.len()])
+    });
+    let dead = Arc::clone(&seen);
+    store
+        .expect_mark_dead()
+        .returning(move |id, token, reason| {
+            dead.lock()
+                .expect("lock")
+                .dead
+                .push((id, token, reason.to_owned()));
+            Ok(true)
+        });
+    store.expect_reclaim_expired().returning(|| Ok(0));
+    store
+        .expect_oldest_pending_age()
+        .returning(|| Ok(Duration::ZERO));
+    let (relay, snapshotter) = relay(store);
+    run_until(relay, || !seen.lock().expect("lock").forwarded.is_empty()).await;
+    let samples = samples(&snapshotter);
+    let seen = seen.lock().expect("lock");
+    assert_eq!(
+        seen.forwarded
+            .iter()
+            .map(|f| f.inbox_id)
+            .collect::<Vec<_>>(),
+        [good.id]
+    );
+    assert_eq!(seen.dead.len(), 1);
+    assert_eq!(seen.dead[0].0, long.id);
+    assert!(
+        seen.dead[0].2.contains("255 characters"),
+        "{}",
+        seen.dead[0].2
+    );
+    // Three tries of the batch, then the poison row alone.
+    assert_eq!(
+        value(&samples, "queuebox_inbox_relay_errors_total", None),
+        4.0
+    );
+}

@@ -1,0 +1,149 @@
+//! Wiring of the inbox sources: the ingest pipeline's view of each configured source, and the
+//! routes of the HTTP sources.
+
+use anyhow::{Context as _, bail};
+use queuebox_application::ingest::IngestSource;
+use queuebox_config::{
+    Consumption as ConfiguredConsumption, FilterCondition, FilterRule, HeaderFilter as Filter,
+    HmacAlgorithm as ConfiguredAlgorithm, InboundAuth, Settings, SignaturePayloadFormat, Source,
+    SourceKind,
+};
+use queuebox_domain::glob::TopicPattern;
+use queuebox_domain::inbox::auth::{CredentialCheck, HmacAlgorithm, HmacCheck, TimestampRule};
+use queuebox_domain::inbox::filter::{Condition, HeaderFilter, HeaderRule};
+use queuebox_domain::jsonpath::JsonPath;
+use queuebox_http::InboxRoute;
+use queuebox_ports::inbox::Consumption;
+use std::collections::HashMap;
+
+/// The pipeline view of every source, and one route per HTTP source.
+///
+/// # Errors
+/// A path or glob that does not compile (the configuration loader checks them first, so this is a
+/// last guard), or two HTTP sources that answer at the same path.
+pub fn sources(settings: &Settings) -> anyhow::Result<(Vec<IngestSource>, Vec<InboxRoute>)> {
+    let mut specs = Vec::with_capacity(settings.sources.len());
+    let mut routes: Vec<InboxRoute> = Vec::new();
+    let mut paths: HashMap<String, String> = HashMap::new();
+    for (name, source) in &settings.sources {
+        specs.push(ingest_source(name, source).with_context(|| format!("sources.{name}"))?);
+        if let SourceKind::Http(http) = &source.kind {
+            let path = route_path(&settings.inbox.base_path, &http.path);
+            if let Some(other) = paths.insert(path.clone(), name.clone()) {
+                bail!("sources.{other} and sources.{name} both answer at POST {path}");
+            }
+            routes.push(InboxRoute {
+                path,
+                source: name.clone(),
+            });
+        }
+    }
+    Ok((specs, routes))
+}
+
+/// `inbox.basePath` followed by the source's `path`, without a doubled `/` between them.
+fn route_path(base_path: &str, path: &str) -> String {
+    format!("{}{}", base_path.trim_end_matches('/'), path)
+}
+
+fn ingest_source(name: &str, source: &Source) -> anyhow::Result<IngestSource> {
+    let path = |key: &str, text: &str| {
+        JsonPath::parse(text).with_context(|| format!("{key} `{text}` is not a definite JSONPath"))
+    };
+    let optional_path = |key: &str, text: Option<&String>| {
+        text.filter(|t| !t.trim().is_empty())
+            .map(|t| path(key, t))
+            .transpose()
+    };
+    let (auth, requests_per_minute) = match &source.kind {
+        SourceKind::Http(http) => (
+            http.auth.as_ref().map(credential_check),
+            source.rate_limit.map(|limit| limit.requests_per_minute),
+        ),
+        // The auth block and the rate limit belong to HTTP sources; the other kinds ignore them.
+        _ => (None, None),
+    };
+    Ok(IngestSource {
+        name: name.to_owned(),
+        idempotency_key_path: path("idempotencyKeyPath", &source.idempotency_key_path)?,
+        event_type_path: optional_path("eventTypePath", source.event_type_path.as_ref())?,
+        aggregate_id_path: optional_path("aggregateIdPath", source.aggregate_id_path.as_ref())?,
+        consumption: match source.consumption {
+            ConfiguredConsumption::Push => Consumption::Push,
+            ConfiguredConsumption::Pull => Consumption::Pull,
+        },
+        auth,
+        filter: source.filter.as_ref().map(header_filter).transpose()?,
+        requests_per_minute,
+    })
+}
+
+/// The domain check of an `auth` block.
+pub fn credential_check(auth: &InboundAuth) -> CredentialCheck {
+    match auth {
+        InboundAuth::Bearer { token } => CredentialCheck::Bearer {
+            token: token.clone(),
+        },
+        InboundAuth::ApiKey { header_name, key } => CredentialCheck::ApiKey {
+            header: header_name.clone(),
+            key: key.clone(),
+        },
+        InboundAuth::Hmac(hmac) => CredentialCheck::Hmac(HmacCheck {
+            secret: hmac.secret.clone(),
+            header: hmac.header_name.clone(),
+            algorithm: match hmac.algorithm {
+                ConfiguredAlgorithm::Sha256 => HmacAlgorithm::Sha256,
+                ConfiguredAlgorithm::Sha512 => HmacAlgorithm::Sha512,
+            },
+            signature_prefix: hmac.signature_prefix.clone(),
+            // The loader refuses `timestamp-dot-body` without a timestamp header, so a missing
+            // header always means the body alone is signed.
+            timestamp: hmac.timestamp_header.as_ref().map(|header| TimestampRule {
+                header: header.clone(),
+                tolerance_ms: u64::try_from(hmac.timestamp_tolerance.as_millis())
+                    .unwrap_or(u64::MAX),
+                signed: hmac.signature_payload_format == SignaturePayloadFormat::TimestampDotBody,
+            }),
+        }),
+    }
+}
+
+fn header_filter(filter: &Filter) -> anyhow::Result<HeaderFilter> {
+    let rules = |list: &[FilterRule], key: &str| -> anyhow::Result<Vec<HeaderRule>> {
+        list.iter()
+            .enumerate()
+            .map(|(index, rule)| {
+                let condition = match &rule.condition {
+                    FilterCondition::Equals(value) => Condition::Equals(value.clone()),
+                    FilterCondition::In(values) => Condition::OneOf(values.clone()),
+                    FilterCondition::Matches(glob) => Condition::Matches(
+                        TopicPattern::compile(glob)
+                            .with_context(|| format!("filter.{key}[{index}].matches"))?,
+                    ),
+                    // `exists: false` does not load.
+                    FilterCondition::Exists(_) => Condition::Exists,
+                };
+                Ok(HeaderRule {
+                    header: rule.header.clone(),
+                    condition,
+                })
+            })
+            .collect()
+    };
+    Ok(HeaderFilter {
+        require: rules(&filter.require, "require")?,
+        exclude: rules(&filter.exclude, "exclude")?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::route_path;
+
+    #[test]
+    fn the_route_joins_base_path_and_path_once() {
+        assert_eq!(route_path("/inbox", "/stripe"), "/inbox/stripe");
+        assert_eq!(route_path("/inbox/", "/stripe"), "/inbox/stripe");
+        assert_eq!(route_path("/", "/stripe"), "/stripe");
+    }
+}

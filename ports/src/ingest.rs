@@ -1,0 +1,95 @@
+//! The inbound port of the inbox: what a source adapter (the HTTP routes now, broker consumers
+//! later) calls with each received message, and the outcome it translates into its own answer
+//! (a status code, an acknowledgement).
+
+use async_trait::async_trait;
+use std::time::Duration;
+use thiserror::Error;
+use uuid::Uuid;
+
+/// One received message as the adapter read it: the headers in arrival order (a repeated name
+/// appears once per value; names in any letter case) and the raw body bytes.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Received {
+    /// `(name, value)` pairs in arrival order.
+    pub headers: Vec<(String, String)>,
+    /// The body exactly as received (signatures are computed over these bytes).
+    pub body: Vec<u8>,
+}
+
+/// Why a message was refused after the credential check and the filter.
+#[derive(Debug, Clone, Error, PartialEq, Eq)]
+pub enum Rejection {
+    /// The body is not a JSON document.
+    #[error("Invalid JSON")]
+    InvalidJson,
+    /// The idempotency key path found no usable value in the body.
+    #[error("Idempotency key not found at path {path}")]
+    KeyNotFound {
+        /// The configured `idempotencyKeyPath`.
+        path: String,
+    },
+    /// The database write failed; the sender may send the message again.
+    #[error("Storage failed")]
+    StorageFailed,
+}
+
+/// What became of one received message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum IngestOutcome {
+    /// A new inbox row with this id.
+    Stored {
+        /// The `id` of the inbox row.
+        id: Uuid,
+    },
+    /// The source already holds a row with this idempotency key; nothing was written.
+    Duplicate,
+    /// The header filter dropped the message; nothing was written.
+    Filtered,
+    /// The request failed the source's credential check; the reason names the check, never a
+    /// credential.
+    Unauthorized {
+        /// What failed, for the answer.
+        reason: String,
+    },
+    /// The source's rate limit refused the message; a retry after this wait can pass.
+    RateLimited {
+        /// How long until the limit admits a request again.
+        retry_after: Duration,
+    },
+    /// The message was refused; nothing was written.
+    Rejected(Rejection),
+    /// The adapter named a source the pipeline does not know (a wiring fault, never the sender's).
+    UnknownSource,
+}
+
+/// The outcome with the correlation id the message was given, when processing reached that step
+/// (after the credential check and the filter), so the adapter can echo it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ingested {
+    /// The correlation id stored (or that would have been stored) with the message.
+    pub correlation_id: Option<String>,
+    /// What happened.
+    pub outcome: IngestOutcome,
+}
+
+impl Ingested {
+    /// An outcome reached before the correlation id was set.
+    pub fn early(outcome: IngestOutcome) -> Self {
+        Self {
+            correlation_id: None,
+            outcome,
+        }
+    }
+}
+
+/// The ingest pipeline as a source adapter sees it.
+#[async_trait]
+pub trait Ingest: Send + Sync {
+    /// Runs one received message of `source` (the name under `sources`) through the pipeline:
+    /// rate limit, credentials, filter, correlation id, JSON, extraction, transform, store.
+    ///
+    /// An implementation MUST NOT fail: every problem is an [`IngestOutcome`], so the adapter
+    /// always has an answer to give.
+    async fn ingest(&self, source: &str, received: Received) -> Ingested;
+}
