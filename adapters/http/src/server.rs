@@ -150,10 +150,16 @@ impl HttpServer {
         self.management_addr
     }
 
+    /// From now on every data-port request is answered 503, so a sender retries elsewhere; the
+    /// first step of [`HttpServer::stop`], public so the rule can be tested on its own.
+    pub fn refuse_new_requests(&self) {
+        self.stopping.store(true, Ordering::Release);
+    }
+
     /// Stops accepting connections, answers 503 to requests still arriving on open connections, and
     /// waits up to `drain` for the requests in flight.
     pub async fn stop(self, drain: Duration) {
-        self.stopping.store(true, Ordering::Release);
+        self.refuse_new_requests();
         for handle in &self.handles {
             handle.stop_graceful(drain);
         }

@@ -230,3 +230,43 @@ fn client() -> reqwest::Client {
     });
     reqwest::Client::new()
 }
+
+#[tokio::test]
+async fn every_data_port_request_gets_503_once_stopping_begins() {
+    let ingest = Arc::new(Scripted::default());
+    let server = serve(Arc::clone(&ingest)).await;
+    let base = format!("http://{}", server.data_addr());
+    assert_eq!(
+        client()
+            .get(format!("{base}/"))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
+
+    server.refuse_new_requests();
+    for response in [
+        client().get(format!("{base}/")).send().await.unwrap(),
+        client()
+            .post(format!("{base}/inbox/orders"))
+            .body(r#"{"id":"1"}"#)
+            .send()
+            .await
+            .unwrap(),
+        client()
+            .get(format!("{base}/no/such/route"))
+            .send()
+            .await
+            .unwrap(),
+    ] {
+        assert_eq!(response.status(), 503);
+        let body: serde_json::Value = response.json().await.unwrap();
+        assert_eq!(
+            body,
+            serde_json::json!({"error": "QueueBox is shutting down"})
+        );
+    }
+    server.stop(std::time::Duration::from_secs(1)).await;
+}
