@@ -10,3 +10,4 @@ pub mod ingest;
 pub mod lifecycle;
 pub mod relay;
 pub mod telemetry;
+pub mod worker_health;

@@ -3,8 +3,8 @@
 //! payload's JSON text is parsed, bindings are built, the expression is
 //! evaluated and the result is serialised back to JSON text. Single-threaded.
 //!
-//! `cargo run --release -p queuebox-jsonata --example bench -- [iterations] [rounds]`
-//! (defaults 200000 and 3). Prints every round and the median, in
+//! `cargo run --release -p queuebox-jsonata --example bench -- [iterations] [rounds] [name]`
+//! (defaults 200000, 3 and all three workloads). Prints every round and the median, in
 //! evaluations per second. `bench/jsonata-js/bench.js` runs the same
 //! workloads on jsonata-js for comparison.
 use queuebox_jsonata::{Bindings, Expression, Limits};
@@ -49,16 +49,18 @@ fn run_once(expr: &Expression, text: &str, id: &Value, limits: &Limits) -> Strin
 }
 
 fn main() {
-    let args: Vec<usize> = std::env::args()
-        .skip(1)
-        .filter_map(|a| a.parse().ok())
-        .collect();
+    let raw: Vec<String> = std::env::args().skip(1).collect();
+    let args: Vec<usize> = raw.iter().filter_map(|a| a.parse().ok()).collect();
+    let only = raw.iter().find(|a| a.parse::<usize>().is_err());
     let n = args.first().copied().unwrap_or(200_000);
     let rounds = args.get(1).copied().unwrap_or(3).max(1);
     let ids = message_ids();
     let limits = Limits::default();
     println!("queuebox-jsonata, {n} evaluations per round, {rounds} rounds, JSON text in and out");
     for (name, src, text) in WORKLOADS {
+        if only.is_some_and(|o| o != name) {
+            continue;
+        }
         let expr = Expression::compile(src).expect("compile");
         println!("{name}: {}", run_once(&expr, text, &ids[0], &limits));
         // warm-up

@@ -22,6 +22,7 @@ mod pool;
 mod pool_metrics;
 mod relay_store;
 mod statements;
+mod store_support;
 
 pub use connect::DEFAULT_APPLICATION_NAME;
 pub use database::{PostgresDatabase, connect};

@@ -1,9 +1,11 @@
 //! The outbox store on PostgreSQL: the claim, renewal, batched fenced finish, reclaim and gauges of
 //! the dispatcher, each one rendered statement (see `queries/outbox_*.sql` for why each is shaped so).
 
-use crate::error::PostgresError;
 use crate::pool::Pool;
 use crate::statements::Statements;
+use crate::store_support::{
+    applied_positions, header_pairs, millis, pool_error, storable_text, store_error,
+};
 use async_trait::async_trait;
 use queuebox_ports::outbox::{
     Claim, ClaimRequest, ClaimedRow, FencedFinish, Finish, OutboxStore, PendingStats, StoreError,
@@ -272,82 +274,4 @@ fn claimed_row(row: &PgRow) -> Result<ClaimedRow, StoreError> {
         max_attempts: row.try_get("max_attempts").map_err(get_err)?,
         sequence: row.try_get("sequence").map_err(get_err)?,
     })
-}
-
-/// The row's `headers` object as (name, value) pairs in stored order. The column should hold string
-/// values; a number or boolean is sent as its JSON text, and anything that is not an object yields
-/// no headers rather than a failed delivery.
-fn header_pairs(text: &str) -> Vec<(String, String)> {
-    match serde_json::from_str::<serde_json::Value>(text) {
-        Ok(serde_json::Value::Object(map)) => map
-            .into_iter()
-            .filter_map(|(name, value)| match value {
-                serde_json::Value::String(s) => Some((name, s)),
-                serde_json::Value::Null => None,
-                other => Some((name, other.to_string())),
-            })
-            .collect(),
-        _ => Vec::new(),
-    }
-}
-
-/// Per input, whether it applied, from the 1-based input positions a fenced statement returned.
-/// Matching by position rather than by id keeps a stale write of a row apart from the current
-/// owner's write of the same row in one batch.
-fn applied_positions(inputs: usize, positions: &[i64]) -> Vec<bool> {
-    let mut applied = vec![false; inputs];
-    for position in positions {
-        let slot = usize::try_from(*position)
-            .ok()
-            .and_then(|p| p.checked_sub(1))
-            .and_then(|index| applied.get_mut(index));
-        if let Some(slot) = slot {
-            *slot = true;
-        }
-    }
-    applied
-}
-
-/// `text` as PostgreSQL can store it: a text value cannot hold NUL, and a failure reason quoting a
-/// receiver's binary answer can carry one. Stored verbatim it would fail the whole finish batch, so
-/// NULs are dropped (as the relay store does).
-fn storable_text(text: &str) -> String {
-    text.replace('\0', "")
-}
-
-fn millis(duration: Duration) -> i64 {
-    i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
-}
-
-fn pool_error(operation: &'static str, error: PostgresError) -> StoreError {
-    StoreError {
-        operation,
-        reason: error.to_string(),
-    }
-}
-
-fn store_error(operation: &'static str, error: sqlx::Error) -> StoreError {
-    StoreError {
-        operation,
-        reason: error.to_string(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::header_pairs;
-
-    #[test]
-    fn headers_keep_their_order_and_stringify_scalars() {
-        assert_eq!(
-            header_pairs(r#"{"X-B":"2","X-A":"1","X-N":3,"X-Null":null}"#),
-            vec![
-                ("X-B".to_owned(), "2".to_owned()),
-                ("X-A".to_owned(), "1".to_owned()),
-                ("X-N".to_owned(), "3".to_owned())
-            ]
-        );
-        assert!(header_pairs("[]").is_empty());
-        assert!(header_pairs("not json").is_empty());
-    }
 }

@@ -2,9 +2,11 @@
 //! forward into the outbox, the fenced dead letter, the reclaim and the oldest-pending gauge (see
 //! `queries/relay_*.sql` for why each statement is shaped so).
 
-use crate::error::PostgresError;
 use crate::pool::Pool;
 use crate::statements::Statements;
+use crate::store_support::{
+    applied_positions, header_pairs, millis, pool_error, storable_text, store_error,
+};
 use async_trait::async_trait;
 use queuebox_ports::inbox::{ForwardedRow, RelayRow, RelayStore};
 use queuebox_ports::outbox::StoreError;
@@ -127,7 +129,7 @@ impl RelayStore for PgRelayStore {
         let changed: Option<Uuid> = sqlx::query_scalar(self.statements.relay_dead.clone())
             .bind(id)
             .bind(claim_token)
-            .bind(reason.replace('\0', ""))
+            .bind(storable_text(reason))
             .fetch_optional(&mut *connection)
             .await
             .map_err(|e| store_error("relay dead letter", e))?;
@@ -171,23 +173,6 @@ fn relay_row(row: &PgRow) -> Result<RelayRow, StoreError> {
     })
 }
 
-/// The stored `headers` object as (name, value) pairs in stored order. The column should hold
-/// strings; another scalar travels as its JSON text, a null is dropped, and a column that is not an
-/// object yields no headers rather than a row the relay cannot forward.
-fn header_pairs(text: &str) -> Vec<(String, String)> {
-    match serde_json::from_str::<serde_json::Value>(text) {
-        Ok(serde_json::Value::Object(map)) => map
-            .into_iter()
-            .filter_map(|(name, value)| match value {
-                serde_json::Value::String(s) => Some((name, s)),
-                serde_json::Value::Null => None,
-                other => Some((name, other.to_string())),
-            })
-            .collect(),
-        _ => Vec::new(),
-    }
-}
-
 /// The pairs as one JSON object, in their order; a repeated name keeps its last value.
 fn headers_object(pairs: &[(String, String)]) -> String {
     let map: serde_json::Map<String, serde_json::Value> = pairs
@@ -197,60 +182,13 @@ fn headers_object(pairs: &[(String, String)]) -> String {
     serde_json::Value::Object(map).to_string()
 }
 
-/// Per input, whether it applied, from the 1-based positions the statement returned.
-fn applied_positions(inputs: usize, positions: &[i64]) -> Vec<bool> {
-    let mut applied = vec![false; inputs];
-    for position in positions {
-        let slot = usize::try_from(*position)
-            .ok()
-            .and_then(|p| p.checked_sub(1))
-            .and_then(|index| applied.get_mut(index));
-        if let Some(slot) = slot {
-            *slot = true;
-        }
-    }
-    applied
-}
-
-fn millis(duration: Duration) -> i64 {
-    i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
-}
-
-fn pool_error(operation: &'static str, error: PostgresError) -> StoreError {
-    StoreError {
-        operation,
-        reason: error.to_string(),
-    }
-}
-
-fn store_error(operation: &'static str, error: sqlx::Error) -> StoreError {
-    StoreError {
-        operation,
-        reason: error.to_string(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn headers_round_trip_in_order() {
-        let pairs = header_pairs(r#"{"X-B":"2","X-A":"1","X-N":3,"X-Null":null}"#);
-        assert_eq!(
-            pairs,
-            vec![
-                ("X-B".to_owned(), "2".to_owned()),
-                ("X-A".to_owned(), "1".to_owned()),
-                ("X-N".to_owned(), "3".to_owned())
-            ]
-        );
+    fn headers_object_keeps_the_order_of_the_pairs() {
+        let pairs = header_pairs(r#"{"X-B":"2","X-A":"1","X-N":3}"#);
         assert_eq!(headers_object(&pairs), r#"{"X-B":"2","X-A":"1","X-N":"3"}"#);
-        assert!(header_pairs("[]").is_empty());
-    }
-
-    #[test]
-    fn positions_map_to_inputs() {
-        assert_eq!(applied_positions(3, &[3, 1, 9, 0]), vec![true, false, true]);
     }
 }

@@ -10,18 +10,17 @@
 
 mod decide;
 mod finisher;
-mod health;
 mod held;
 mod maintenance;
 mod options;
 mod routes;
 
-pub use health::PollerHealth;
 pub use options::DispatcherOptions;
 pub use routes::{DestinationEntry, DestinationSpec, RouteError, RouteTable};
 
 use crate::lifecycle::StopSignal;
 use crate::telemetry::OutboxMetrics;
+use crate::worker_health::WorkerHealth;
 use finisher::Pending;
 use held::Held;
 use maintenance::Maintenance;
@@ -39,7 +38,7 @@ pub struct Dispatcher {
     store: Arc<dyn OutboxStore>,
     routes: Arc<RouteTable>,
     options: DispatcherOptions,
-    health: Arc<PollerHealth>,
+    health: Arc<WorkerHealth>,
 }
 
 /// What every publish task shares.
@@ -62,7 +61,7 @@ impl Dispatcher {
             store,
             routes,
             options,
-            health: Arc::new(PollerHealth::default()),
+            health: Arc::new(WorkerHealth::new("outbox-poller")),
         }
     }
 

@@ -13,17 +13,16 @@
 
 mod forward;
 mod headers;
-mod health;
 mod options;
 mod topics;
 
 pub use headers::{X_CORRELATION_ID, X_IDEMPOTENCY_KEY, X_INBOX_ID, X_SOURCE};
-pub use health::RelayHealth;
 pub use options::RelayOptions;
 pub use topics::SourceTopics;
 
 use crate::lifecycle::StopSignal;
 use crate::telemetry::RelayMetrics;
+use crate::worker_health::WorkerHealth;
 use queuebox_ports::health::HealthCheck;
 use queuebox_ports::inbox::RelayStore;
 use std::sync::Arc;
@@ -34,7 +33,7 @@ pub struct Relay {
     store: Arc<dyn RelayStore>,
     topics: SourceTopics,
     options: RelayOptions,
-    health: Arc<RelayHealth>,
+    health: Arc<WorkerHealth>,
     metrics: Arc<RelayMetrics>,
 }
 
@@ -45,7 +44,7 @@ impl Relay {
             store,
             topics,
             options,
-            health: Arc::new(RelayHealth::default()),
+            health: Arc::new(WorkerHealth::new("inbox-relay")),
             metrics: Arc::new(RelayMetrics::new()),
         }
     }

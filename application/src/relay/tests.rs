@@ -335,7 +335,7 @@ async fn a_failing_claim_counts_an_error_and_turns_the_health_down_then_stopped(
     assert!(workers.stop(Duration::from_secs(5)).await.is_empty());
     assert_eq!(
         health.check().await,
-        Err("the relay has stopped".to_owned())
+        Err("inbox-relay has stopped".to_owned())
     );
 }
 

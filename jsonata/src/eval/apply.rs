@@ -437,23 +437,35 @@ impl Ctx {
                 updates.entry(key).or_default().push((upd, dels));
             }
         }
-        let out = rebuild(&clone, &updates, 0)?;
+        // the matches hold references into the copy: release them first so
+        // that the copy can be changed in place
         drop(matches);
+        let mut out = clone;
+        if !updates.is_empty() {
+            apply_updates(&mut out, &updates, 0)?;
+        }
         Ok(Some(out))
     }
 }
 
-fn rebuild(v: &Val, updates: &Updates, depth: usize) -> Result<Val> {
+/// Apply the collected updates to the copy, in place. The copy was made by
+/// `deep_clone` for this transform, so its containers are normally uniquely
+/// owned and are changed without copying; one still shared (held by a
+/// variable of the pattern, say) is copied first by `Rc::make_mut`. Updates
+/// are keyed by the address the object had when the pattern matched it, so
+/// the key is read before any copy.
+fn apply_updates(v: &mut Val, updates: &Updates, depth: usize) -> Result<()> {
     if depth > MAX_DATA_DEPTH {
         return Err(data_too_deep());
     }
-    Ok(match v {
+    match v {
         Val::Obj(rc) => {
-            let mut m = Map::with_capacity(rc.len());
-            for (k, x) in rc.iter() {
-                m.insert(k.clone(), rebuild(x, updates, depth + 1)?);
+            let key = Rc::as_ptr(rc) as usize;
+            let m = &mut Rc::make_mut(rc).0;
+            for x in m.values_mut() {
+                apply_updates(x, updates, depth + 1)?;
             }
-            if let Some(ups) = updates.get(&(Rc::as_ptr(rc) as usize)) {
+            if let Some(ups) = updates.get(&key) {
                 for (upd, dels) in ups {
                     if let Some(u) = upd {
                         for (k, x) in u.iter() {
@@ -465,15 +477,13 @@ fn rebuild(v: &Val, updates: &Updates, depth: usize) -> Result<Val> {
                     }
                 }
             }
-            Val::object(m)
         }
-        Val::Arr(items, f) => {
-            let mut out = Vec::with_capacity(items.len());
-            for x in items.iter() {
-                out.push(rebuild(x, updates, depth + 1)?);
+        Val::Arr(items, _) => {
+            for x in Rc::make_mut(items).0.iter_mut() {
+                apply_updates(x, updates, depth + 1)?;
             }
-            Val::Arr(Rc::new(crate::value::Items(out)), *f)
         }
-        other => other.clone(),
-    })
+        _ => {}
+    }
+    Ok(())
 }

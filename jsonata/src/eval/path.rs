@@ -415,6 +415,19 @@ impl Ctx {
         input: Option<Val>,
         env: usize,
     ) -> Result<Val> {
+        // the common case, an object constructor over one value (or none):
+        // every key is evaluated once, against that value, so there is no
+        // grouping to do
+        let single = match &input {
+            Some(Val::Tuples(_)) => None,
+            Some(Val::Arr(xs, _)) if xs.len() > 1 => None,
+            Some(Val::Arr(xs, _)) => Some(xs.first().cloned()),
+            None => Some(None),
+            Some(v) => Some(Some(v.clone())),
+        };
+        if let Some(item) = single {
+            return self.construct_one(pairs, item.as_ref(), env);
+        }
         // members are collected and joined once at the end: appending to an
         // array per item would be quadratic for large groups
         let mut groups: indexmap::IndexMap<Rc<str>, (Vec<Val>, Vec<Tuple>, usize)> =
@@ -492,6 +505,46 @@ impl Ctx {
                 self.eval(vexpr, data.as_ref(), env)?
             };
             if let Some(v) = value {
+                out.insert(key, v);
+            }
+        }
+        Ok(Val::object(out))
+    }
+
+    /// An object constructor applied to a single value: the keys first (as
+    /// `group` evaluates them, so a duplicate key fails before any value is
+    /// evaluated), then the values in key order.
+    fn construct_one(
+        &mut self,
+        pairs: &[(Node, Node)],
+        item: Option<&Val>,
+        env: usize,
+    ) -> Result<Val> {
+        let mut keys: Vec<(Rc<str>, usize)> = Vec::with_capacity(pairs.len());
+        // a linear search is quicker for the usual handful of keys
+        let mut seen: Option<std::collections::HashSet<Rc<str>>> =
+            (pairs.len() > 16).then(std::collections::HashSet::new);
+        for (pi, (k, _)) in pairs.iter().enumerate() {
+            let key = self.eval(k, item, env)?;
+            let Some(key) = group_key(key, k.pos)? else {
+                continue;
+            };
+            // one item: a key seen before comes from another pair
+            let dup = match &mut seen {
+                Some(set) => !set.insert(key.clone()),
+                None => keys.iter().any(|(s, _)| *s == key),
+            };
+            if dup {
+                return Err(duplicate_key(&key, k.pos));
+            }
+            keys.push((key, pi));
+        }
+        let mut out = Map::with_capacity(keys.len());
+        for (key, pi) in keys {
+            let Some((_, vexpr)) = pairs.get(pi) else {
+                continue;
+            };
+            if let Some(v) = self.eval(vexpr, item, env)? {
                 out.insert(key, v);
             }
         }
