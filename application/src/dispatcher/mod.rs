@@ -33,6 +33,9 @@ use std::time::Instant;
 use tokio::sync::{Notify, Semaphore, mpsc};
 use tokio::task::JoinSet;
 
+/// How many batches of claimed rows the dispatcher holds at most (claimed, not yet finished).
+const HELD_BATCHES: usize = 2;
+
 /// One replica's outbox dispatcher.
 pub struct Dispatcher {
     store: Arc<dyn OutboxStore>,
@@ -116,7 +119,11 @@ impl Dispatcher {
         'claiming: while !stop.is_stopping() {
             // Reap finished publish tasks so the set does not grow.
             while publishes.try_join_next().is_some() {}
-            let room = batch.saturating_sub(held.len());
+            // Up to two batches are held at once, so the next claim overlaps the publishing and the
+            // finish of the previous one instead of waiting for both (a serial claim -> publish ->
+            // finish cycle left both the database and this process mostly idle). Each claim still
+            // takes at most one batch.
+            let room = (batch * HELD_BATCHES).saturating_sub(held.len()).min(batch);
             let mut full = false;
             if room > 0 {
                 let request = ClaimRequest {
