@@ -15,6 +15,7 @@ mod datetime;
 mod error;
 mod eval;
 mod functions;
+mod json_text;
 mod lexer;
 mod limits;
 mod number_format;
@@ -72,15 +73,53 @@ impl Expression {
         bindings: &Bindings,
         limits: &Limits,
     ) -> Result<Option<Value>, Error> {
+        let input = match input {
+            Some(v) => Some(value::from_json(v, 0)?),
+            None => None,
+        };
+        match self.run(input, bindings, limits)? {
+            None => Ok(None),
+            Some(v) => {
+                let mut bytes = 0usize;
+                let out = value::to_json(&v, 0, &mut bytes, limits.max_output_bytes)?;
+                Ok(Some(out))
+            }
+        }
+    }
+
+    /// Evaluate against a payload given as JSON text and return the result as
+    /// JSON text (`Ok(None)`: undefined). Gives the same result as parsing the
+    /// text with `serde_json`, calling [`Expression::evaluate`] and
+    /// serialising the result with `serde_json::to_string`, without building
+    /// `serde_json::Value` trees on the way. Text that is not JSON fails with
+    /// `J0001` (serde_json's parser, which also refuses nesting deeper than
+    /// 128 levels).
+    pub fn evaluate_json(
+        &self,
+        input: &str,
+        bindings: &Bindings,
+        limits: &Limits,
+    ) -> Result<Option<String>, Error> {
+        let input = json_text::parse(input)?;
+        match self.run(Some(input), bindings, limits)? {
+            None => Ok(None),
+            Some(v) => json_text::write(&v, limits.max_output_bytes).map(Some),
+        }
+    }
+
+    /// Evaluate with the input already converted; `None` for an undefined
+    /// result (a function at the top level is undefined too).
+    fn run(
+        &self,
+        input: Option<value::Val>,
+        bindings: &Bindings,
+        limits: &Limits,
+    ) -> Result<Option<value::Val>, Error> {
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_millis() as f64)
             .unwrap_or(0.0);
         let mut ctx = eval::Ctx::new(limits::Budget::new(limits), now);
-        let input = match input {
-            Some(v) => Some(value::from_json(v, 0)?),
-            None => None,
-        };
         for (k, v) in bindings {
             let v = value::from_json(v, 0)?;
             // accept "topic" and "$topic" alike
@@ -98,15 +137,9 @@ impl Expression {
             )),
             other => other,
         };
-        let result = ctx.eval(&self.root, wrapped.as_ref(), 0)?;
-        match result {
-            None => Ok(None),
-            Some(value::Val::Func(_)) => Ok(None),
-            Some(v) => {
-                let mut bytes = 0usize;
-                let out = value::to_json(&v, 0, &mut bytes, limits.max_output_bytes)?;
-                Ok(Some(out))
-            }
+        match ctx.eval(&self.root, wrapped.as_ref(), 0)? {
+            None | Some(value::Val::Func(_)) => Ok(None),
+            Some(v) => Ok(Some(v)),
         }
     }
 }

@@ -52,8 +52,8 @@ impl JRegex {
     }
 }
 
-/// Rewrite the few JavaScript escapes whose meaning differs in the `regex`
-/// crate (which is Unicode-aware by default).
+/// Rewrite the JavaScript forms whose meaning differs in the `regex` crate
+/// (which is Unicode-aware by default and has class set operations).
 fn translate(p: &str) -> String {
     let mut out = String::with_capacity(p.len());
     let mut chars = p.chars().peekable();
@@ -70,6 +70,17 @@ fn translate(p: &str) -> String {
                 }),
                 Some('W') => out.push_str(if in_class { "\\W" } else { "[^0-9A-Za-z_]" }),
                 Some('/') => out.push('/'),
+                // NUL, when no digit follows (`\1`... are back-references)
+                Some('0') if !chars.peek().is_some_and(|d| d.is_ascii_digit()) => {
+                    out.push_str("\\x00")
+                }
+                // control escapes: \cJ is U+000A
+                Some('c') if chars.peek().is_some_and(|l| l.is_ascii_alphabetic()) => {
+                    let l = chars.next().map_or(0, |l| l as u32 % 32);
+                    out.push_str(&format!("\\x{l:02X}"));
+                }
+                // backspace inside a class
+                Some('b') if in_class => out.push_str("\\x08"),
                 Some(n) => {
                     out.push('\\');
                     out.push(n);
@@ -79,22 +90,33 @@ fn translate(p: &str) -> String {
             continue;
         }
         if c == '[' && !in_class {
-            in_class = true;
-            out.push(c);
-            if chars.peek() == Some(&'^') {
-                out.push('^');
+            let negated = chars.peek() == Some(&'^');
+            if negated {
                 chars.next();
             }
+            // `[]` matches nothing and `[^]` any character
             if chars.peek() == Some(&']') {
-                out.push_str("\\]");
                 chars.next();
+                out.push_str(if negated {
+                    "[\\x00-\\x{10FFFF}]"
+                } else {
+                    "[^\\x00-\\x{10FFFF}]"
+                });
+                continue;
+            }
+            in_class = true;
+            out.push('[');
+            if negated {
+                out.push('^');
             }
             continue;
         }
         if c == ']' && in_class {
             in_class = false;
-        } else if in_class && c == '[' {
-            out.push_str("\\[");
+        } else if in_class && matches!(c, '[' | '&' | '~') {
+            // literal in JavaScript; nested classes and set operations here
+            out.push('\\');
+            out.push(c);
             continue;
         }
         out.push(c);

@@ -12,7 +12,10 @@ use indexmap::IndexMap;
 use std::rc::Rc;
 use std::sync::Arc;
 
-pub(crate) type Map = IndexMap<Rc<str>, Val>;
+/// Object storage. foldhash with a per-process random seed: much quicker than
+/// SipHash on short keys, and still seeded, so colliding keys cannot be
+/// prepared in advance.
+pub(crate) type Map = IndexMap<Rc<str>, Val, foldhash::fast::RandomState>;
 
 /// Flags carried by an array value (not by its storage, so setting one is a copy
 /// of a pointer, not of the items).
@@ -165,6 +168,28 @@ impl Drop for Func {
     }
 }
 
+thread_local! {
+    /// Levels of container drops running on this thread's stack.
+    static DROP_DEPTH: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// Containers nested up to this depth are dropped recursively (the ordinary
+/// way, without a work list to allocate); deeper ones iteratively.
+const RECURSIVE_DROP_LEVELS: u32 = 32;
+
+/// Drop `inner` (the contents of a container) recursively if the nesting of
+/// drops on this thread allows it; otherwise hand it back.
+fn drop_nested<T>(inner: T) -> Option<T> {
+    let depth = DROP_DEPTH.with(|d| d.get());
+    if depth >= RECURSIVE_DROP_LEVELS {
+        return Some(inner);
+    }
+    DROP_DEPTH.with(|d| d.set(depth + 1));
+    drop(inner);
+    DROP_DEPTH.with(|d| d.set(depth));
+    None
+}
+
 impl Drop for Items {
     fn drop(&mut self) {
         if self
@@ -174,7 +199,9 @@ impl Drop for Items {
         {
             return;
         }
-        let mut stack = std::mem::take(&mut self.0);
+        let Some(mut stack) = drop_nested(std::mem::take(&mut self.0)) else {
+            return;
+        };
         while let Some(v) = stack.pop() {
             drain_into(v, &mut stack);
         }
@@ -190,7 +217,10 @@ impl Drop for Obj {
         {
             return;
         }
-        let mut stack: Vec<Val> = self.0.drain(..).map(|(_, v)| v).collect();
+        let Some(mut map) = drop_nested(std::mem::take(&mut self.0)) else {
+            return;
+        };
+        let mut stack: Vec<Val> = map.drain(..).map(|(_, v)| v).collect();
         while let Some(v) = stack.pop() {
             drain_into(v, &mut stack);
         }
@@ -347,7 +377,7 @@ pub(crate) fn from_json(v: &serde_json::Value, depth: usize) -> Result<Val> {
             Val::array(out)
         }
         serde_json::Value::Object(o) => {
-            let mut m = Map::with_capacity(o.len());
+            let mut m = Map::with_capacity_and_hasher(o.len(), Default::default());
             for (k, x) in o {
                 m.insert(Rc::from(k.as_str()), from_json(x, depth + 1)?);
             }
@@ -414,7 +444,7 @@ pub(crate) fn to_json(
             serde_json::Value::Array(out)
         }
         Val::Obj(m) => {
-            let mut out = serde_json::Map::new();
+            let mut out = serde_json::Map::with_capacity(m.len());
             for (k, x) in m.iter() {
                 *bytes += k.len();
                 out.insert(k.to_string(), to_json(x, depth + 1, bytes, max)?);
@@ -631,7 +661,7 @@ pub(crate) fn deep_clone(v: &Val, depth: usize) -> Result<Val> {
             Val::Arr(Rc::new(Items(out)), *f)
         }
         Val::Obj(m) => {
-            let mut out = Map::with_capacity(m.len());
+            let mut out = Map::with_capacity_and_hasher(m.len(), Default::default());
             for (k, x) in m.iter() {
                 out.insert(k.clone(), deep_clone(x, depth + 1)?);
             }

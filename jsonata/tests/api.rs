@@ -166,3 +166,125 @@ fn closures_survive_scope_release() {
         assert_eq!(eval(e, &json!(null)), Ok(Some(want)), "{e}");
     }
 }
+
+fn eval_text(expr: &str, text: &str) -> Result<Option<String>, queuebox_jsonata::Error> {
+    Expression::compile(expr)?.evaluate_json(text, &Bindings::new(), &Limits::default())
+}
+
+#[test]
+fn json_text_in_and_out() {
+    assert_eq!(
+        eval_text("{'n': a, 'k': $keys($)}", r#"{"b":1,"a":2.5,"b":3}"#),
+        Ok(Some(r#"{"n":2.5,"k":["b","a"]}"#.into()))
+    );
+    assert_eq!(eval_text("missing", "{}"), Ok(None));
+    assert_eq!(eval_text("$", "null"), Ok(Some("null".into())));
+    assert_eq!(eval_text("$ * 2", "1e3"), Ok(Some("2000".into())));
+    assert_eq!(
+        eval_text("[1, $string, 'x\"\\n']", "[]"),
+        Ok(Some(r#"[1,"","x\"\n"]"#.into()))
+    );
+    for bad in ["", "{", "[1,]", "{} x", "nul"] {
+        let e = eval_text("$", bad).expect_err(bad);
+        assert_eq!(e.code, "J0001", "{bad}: {e}");
+        assert!(!e.is_limit());
+    }
+    let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
+    assert_eq!(eval_text("$", &deep).map_err(|e| e.code), Err("J0001"));
+    let small = Limits {
+        max_output_bytes: 100,
+        ..Limits::default()
+    };
+    let e = Expression::compile("$pad('', 200, 'x') ~> $uppercase()")
+        .and_then(|x| x.evaluate_json("{}", &Bindings::new(), &small))
+        .expect_err("too long");
+    assert_eq!(e.code, "U1002");
+    let e = Expression::compile("[1..20].('abcdefgh')")
+        .and_then(|x| x.evaluate_json("{}", &Bindings::new(), &small))
+        .expect_err("too long");
+    assert_eq!(e.code, "U1002");
+}
+
+#[test]
+fn transform_updates_only_what_the_pattern_matched() {
+    // the same object bound twice: the copy made by the transform keeps the
+    // two apart, so only the matched one changes
+    let out = eval(
+        "($o := {'v': 1}; {'p': $o, 'q': $o} ~> |p|{'v': 2, 'self': $}, ['x']|)",
+        &json!(null),
+    )
+    .expect("eval")
+    .expect("defined");
+    assert_eq!(out, json!({"p": {"v": 2, "self": {"v": 1}}, "q": {"v": 1}}));
+    // nested matches, updates and deletions; the input is left unchanged
+    let data = json!({"a": [{"b": {"c": 1, "x": 0}}, {"b": {"c": 2}}], "x": 9});
+    let out = eval("$ ~> |a.b|{'c': c * 10}, 'x'|", &data)
+        .expect("eval")
+        .expect("defined");
+    assert_eq!(
+        out,
+        json!({"a": [{"b": {"c": 10}}, {"b": {"c": 20}}], "x": 9})
+    );
+    let out = eval("{'before': $, 'after': $ ~> |$|{}, ['x']|}", &data)
+        .expect("eval")
+        .expect("defined");
+    assert_eq!(out["before"], data);
+    assert_eq!(
+        out["after"],
+        json!({"a": [{"b": {"c": 1, "x": 0}}, {"b": {"c": 2}}]})
+    );
+}
+
+#[test]
+fn object_constructor_over_one_value() {
+    assert_eq!(
+        eval("{'a': x, 'b': y, 'c': missing}", &json!({"x": 1, "y": [2]})),
+        Ok(Some(json!({"a": 1, "b": [2]})))
+    );
+    let e = eval("{'a': 1, 'a': 2}", &json!({})).expect_err("duplicate");
+    assert_eq!(e.code, "D1009");
+    // the duplicate is found before any value is evaluated
+    let e = eval("{'a': $error('value'), 'a': 2}", &json!({})).expect_err("duplicate");
+    assert_eq!(e.code, "D1009");
+    let e = eval("{1: 2}", &json!({})).expect_err("key type");
+    assert_eq!(e.code, "T1003");
+    // many keys (a set is used past sixteen)
+    let pairs: Vec<String> = (0..40).map(|i| format!("'k{i}': {i}")).collect();
+    let out = eval(&format!("{{{}}}", pairs.join(", ")), &json!(null))
+        .expect("eval")
+        .expect("defined");
+    assert_eq!(out.as_object().map(|m| m.len()), Some(40));
+    let e = eval(&format!("{{{}, 'k3': 0}}", pairs.join(", ")), &json!(null)).expect_err("dup");
+    assert_eq!(e.code, "D1009");
+}
+
+#[test]
+fn regex_javascript_forms() {
+    let yes = |e: &str| assert_eq!(eval(e, &json!(null)), Ok(Some(json!(true))), "{e}");
+    let no = |e: &str| assert_eq!(eval(e, &json!(null)), Ok(Some(json!(false))), "{e}");
+    yes(r"$contains('a\u0000b', /\0/)");
+    no(r"$contains('a0b', /\0/)");
+    yes(r"$contains('a\nb', /\cJ/)");
+    yes(r"$contains('a\b', /[\b]/)");
+    no(r"$contains('ab', /[\b]/)");
+    yes("$contains('ab', /[^]/)");
+    no("$contains('ab', /[]/)");
+    no("$contains('a]', /[]]/)");
+    yes("$contains('&', /[a&&b]/)");
+    yes("$contains('b', /[a&&b]/)");
+    no("$contains('c', /[a&&b]/)");
+    yes("$contains('~', /[a~~b]/)");
+    yes("$contains('x]', /[^a]]/)");
+    yes(r"$contains('٣', /\D/)");
+    for unsupported in [
+        r"/(?=a)/",
+        r"/(?<!a)b/",
+        r"/(a)\1/",
+        r"/(?<n>a)\k<n>/",
+        "/a{/",
+    ] {
+        let e =
+            Expression::compile(&format!("$contains('a', {unsupported})")).expect_err(unsupported);
+        assert_eq!(e.code, "S0303", "{unsupported}");
+    }
+}

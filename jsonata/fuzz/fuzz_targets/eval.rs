@@ -33,7 +33,10 @@ fuzz_target!(|data: &[u8]| {
             })
         });
     let mut bindings = Bindings::new();
-    bindings.insert("messageId".into(), json!("6b1f0c1e-9a7d-4f0e-8a1c-2f3d4e5f6a7b"));
+    bindings.insert(
+        "messageId".into(),
+        json!("6b1f0c1e-9a7d-4f0e-8a1c-2f3d4e5f6a7b"),
+    );
     bindings.insert("topic".into(), json!("order.created"));
     bindings.insert("headers".into(), json!({"x-github-event": "push"}));
     // Tight limits keep each run short and its memory well under the fuzzer's

@@ -45,10 +45,14 @@ impl Ctx {
     pub fn new(budget: Budget, now_millis: f64) -> Ctx {
         Ctx {
             budget,
-            frames: vec![Frame {
-                parent: None,
-                vars: Vec::new(),
-            }],
+            frames: {
+                let mut frames = Vec::with_capacity(8);
+                frames.push(Frame {
+                    parent: None,
+                    vars: Vec::new(),
+                });
+                frames
+            },
             now_millis,
             funcs_created: 0,
             call_base: 0,

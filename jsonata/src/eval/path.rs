@@ -81,7 +81,9 @@ impl Ctx {
             Some(v) => Inputs::One(v.clone()),
             None => Inputs::Undefined,
         };
-        let mut result: Val = Val::seq(Vec::new());
+        // `None` stands for the empty sequence until a step produces a result
+        // (saves allocating one per path)
+        let mut result: Option<Val> = None;
         let mut tuples: Option<Vec<Tuple>> = None;
         let mut tuple_mode = false;
         let last_index = steps.len().saturating_sub(1);
@@ -91,24 +93,31 @@ impl Ctx {
             }
             if i == 0 && step.cons_array {
                 let seq = inputs.to_seq();
-                result = self
-                    .eval(step, Some(&seq), env)?
-                    .unwrap_or_else(|| Val::seq(Vec::new()));
+                result = Some(
+                    self.eval(step, Some(&seq), env)?
+                        .unwrap_or_else(|| Val::seq(Vec::new())),
+                );
             } else if tuple_mode {
                 tuples = Some(self.tuple_step(step, &inputs, tuples.take(), env)?);
             } else {
-                result = self.eval_step(step, &inputs, env, i == last_index)?;
+                result = Some(self.eval_step(step, &inputs, env, i == last_index)?);
             }
-            if !tuple_mode && result.members().is_empty() && result.is_array() {
+            if !tuple_mode
+                && result
+                    .as_ref()
+                    .is_none_or(|r| r.members().is_empty() && r.is_array())
+            {
                 break;
             }
             if step.focus.is_none() {
                 inputs = match &result {
-                    Val::Arr(items, _) => Inputs::Many(items.clone()),
-                    other => Inputs::One(other.clone()),
+                    Some(Val::Arr(items, _)) => Inputs::Many(items.clone()),
+                    Some(other) => Inputs::One(other.clone()),
+                    None => Inputs::Many(Rc::default()),
                 };
             }
         }
+        let mut result = result.unwrap_or_else(|| Val::seq(Vec::new()));
         if tuple_mode {
             let ts = tuples.unwrap_or_default();
             if let Some(g) = &node.group {
@@ -170,6 +179,12 @@ impl Ctx {
             && results.first().is_some_and(|r| r.is_array() && !r.is_seq())
         {
             return Ok(results.pop().unwrap_or(Val::Null));
+        }
+        // nothing to splice (the usual case): the results are the sequence
+        if results.iter().all(|r| {
+            !matches!(r, Val::Arr(_, f) if !f.has(Flags::CONS)) && !matches!(r, Val::Tuples(_))
+        }) {
+            return Ok(Val::seq(results));
         }
         let mut out = Vec::new();
         for r in results {
@@ -486,7 +501,7 @@ impl Ctx {
                 }
             }
         }
-        let mut out = Map::new();
+        let mut out = Map::default();
         let reduce = matches!(input, Some(Val::Tuples(_)));
         for (key, (data, ts, pi)) in groups {
             let Some((_, vexpr)) = pairs.get(pi) else {
@@ -539,7 +554,7 @@ impl Ctx {
             }
             keys.push((key, pi));
         }
-        let mut out = Map::with_capacity(keys.len());
+        let mut out = Map::with_capacity_and_hasher(keys.len(), Default::default());
         for (key, pi) in keys {
             let Some((_, vexpr)) = pairs.get(pi) else {
                 continue;

@@ -137,7 +137,7 @@ pub(super) fn sift(ctx: &mut Ctx, args: Args, input: Option<&Val>, env: usize) -
     let Some(f) = arg(&args, 1).cloned() else {
         return Ok(None);
     };
-    let mut out = Map::new();
+    let mut out = Map::default();
     for (k, v) in m.iter() {
         let r = ctx.apply(
             Some(f.clone()),

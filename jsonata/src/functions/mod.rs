@@ -213,7 +213,7 @@ pub(crate) fn callback_args(f: &Val, v: &Val, i: usize, arr: &Val) -> Args {
 pub(crate) fn regex_match_object(re: &JRegex, s: &str, from: usize) -> Option<Val> {
     let caps = re.re.captures_at(s, from)?;
     let m = caps.get(0)?;
-    let mut obj = Map::new();
+    let mut obj = Map::default();
     obj.insert(Rc::from("match"), Val::str(m.as_str()));
     obj.insert(Rc::from("start"), Val::Num(char_index(s, m.start()) as f64));
     obj.insert(Rc::from("end"), Val::Num(char_index(s, m.end()) as f64));

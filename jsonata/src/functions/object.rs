@@ -44,7 +44,7 @@ pub(super) fn spread(_: &mut Ctx, args: Args, _: Option<&Val>, _: usize) -> R {
                 match x {
                     Val::Obj(m) => {
                         for (k, y) in m.iter() {
-                            let mut o = Map::new();
+                            let mut o = Map::default();
                             o.insert(k.clone(), y.clone());
                             out.push(Val::object(o));
                         }
@@ -57,7 +57,7 @@ pub(super) fn spread(_: &mut Ctx, args: Args, _: Option<&Val>, _: usize) -> R {
         Val::Obj(m) => {
             let mut out = Vec::new();
             for (k, y) in m.iter() {
-                let mut o = Map::new();
+                let mut o = Map::default();
                 o.insert(k.clone(), y.clone());
                 out.push(Val::object(o));
             }
@@ -71,7 +71,7 @@ pub(super) fn merge(_: &mut Ctx, args: Args, _: Option<&Val>, _: usize) -> R {
     let Some(v) = arg(&args, 0) else {
         return Ok(None);
     };
-    let mut out = Map::new();
+    let mut out = Map::default();
     for x in v.members() {
         if let Val::Obj(m) = x {
             for (k, y) in m.iter() {

@@ -374,7 +374,7 @@ pub(super) fn match_(ctx: &mut Ctx, args: Args, _: Option<&Val>, env: usize) -> 
     let ms = all_matches(ctx, f, &s, env, limit)?;
     let mut out = Vec::new();
     for m in ms {
-        let mut o = Map::new();
+        let mut o = Map::default();
         o.insert(Rc::from("match"), Val::string(m.text));
         o.insert(Rc::from("index"), Val::Num(char_index(&s, m.start) as f64));
         o.insert(Rc::from("groups"), Val::array(m.groups));
@@ -463,7 +463,7 @@ fn replacement_text(
     match replacement {
         Some(Val::Str(r)) => Ok(substitute(r, m)),
         Some(f @ Val::Func(_)) => {
-            let mut o = Map::new();
+            let mut o = Map::default();
             o.insert(Rc::from("match"), Val::str(&m.text));
             o.insert(Rc::from("index"), Val::Num(m.start as f64));
             o.insert(Rc::from("groups"), Val::array(m.groups.clone()));
