@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Ingestion: requests a second and p50/p99 latency of POST /inbox/bench, QueueBox (relay off)
+# beside the salvo + sqlx yardstick (baseline/), same database, same table, same load.
+#
+#   bench/inbox/run-ingest.sh [RUNS] [DURATION_S]
+#
+# Environment: THREADS (wrk -t, 2), CONNS (wrk -c, 64), WARMUP_S (2), MODES ("unique half"),
+# TARGETS ("queuebox baseline"), POOL (10). Each run of a target and mode: TRUNCATE the inbox,
+# start the server, WARMUP_S of load (not counted), DURATION_S measured, stop the server. Runs
+# interleave the targets (qb, base, qb, base, ...) so a drift of the shared machine hits both.
+# Prints one line per run and a median line per target and mode. Bounded: each wrk run has its own
+# -d and --timeout, each server start 30 s.
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+RUNS=${1:-3}
+DURATION=${2:-10}
+THREADS=${THREADS:-2}
+CONNS=${CONNS:-64}
+WARMUP_S=${WARMUP_S:-2}
+MODES=${MODES:-unique half}
+TARGETS=${TARGETS:-queuebox baseline}
+
+command -v wrk >/dev/null || die "wrk is missing: apt-get install -y wrk"
+need_qb
+build_tool baseline "$BASELINE_BIN"
+
+DB=qb_bench4_ingest
+new_db "$DB"
+migrate "$DB"
+log "database $DB migrated; $RUNS runs x ${DURATION}s, wrk -t$THREADS -c$CONNS, pool $POOL"
+
+RES=$WORK/ingest.txt
+: >"$RES"
+for run in $(seq 1 "$RUNS"); do
+  for mode in $MODES; do
+    for target in $TARGETS; do
+      sql "$DB" "TRUNCATE inbox; TRUNCATE outbox" >/dev/null
+      sql "$DB" "CHECKPOINT" >/dev/null 2>&1 || true
+      case $target in
+        queuebox) start_queuebox "$DB" false; port=$QB_PORT ;;
+        baseline) start_baseline "$DB"; port=$BASE_PORT ;;
+        *) die "unknown target $target" ;;
+      esac
+      url="http://127.0.0.1:$port/inbox/bench"
+      tag="r$run-$target-$mode-$$"
+      wrk -t"$THREADS" -c"$CONNS" -d"${WARMUP_S}s" --timeout 5s -s "$INBOX_BENCH_DIR/post.lua" "$url" -- "w$tag" "$mode" >/dev/null
+      line=$(wrk -t"$THREADS" -c"$CONNS" -d"${DURATION}s" --timeout 5s -s "$INBOX_BENCH_DIR/post.lua" "$url" -- "m$tag" "$mode" | grep '^rps=')
+      rows=$(sql "$DB" "SELECT count(*) FROM inbox")
+      case $target in queuebox) stop_queuebox ;; baseline) stop_baseline ;; esac
+      echo "run=$run target=$target mode=$mode $line rows=$rows" | tee -a "$RES"
+    done
+  done
+done
+
+f() { tr ' ' '\n' | sed -n "s/^$1=//p"; }
+echo "# medians of $RUNS runs of ${DURATION}s, wrk -t$THREADS -c$CONNS, pool $POOL"
+for mode in $MODES; do
+  for target in $TARGETS; do
+    sel=$(grep " target=$target mode=$mode " "$RES")
+    echo "median target=$target mode=$mode rps=$(echo "$sel" | f rps | median) p50_us=$(echo "$sel" | f p50_us | median) p99_us=$(echo "$sel" | f p99_us | median)"
+  done
+  q=$(grep " target=queuebox mode=$mode " "$RES" | f rps | median)
+  b=$(grep " target=baseline mode=$mode " "$RES" | f rps | median)
+  [ "$q" != n/a ] && [ "$b" != n/a ] && echo "ratio mode=$mode queuebox/baseline=$(echo "scale=3; $q / $b" | bc)"
+done
