@@ -16,3 +16,4 @@ pub mod redact;
 pub mod router;
 pub mod secret;
 pub mod template;
+pub mod timestamp;

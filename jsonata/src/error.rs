@@ -53,6 +53,12 @@ impl Error {
     pub fn is_limit(&self) -> bool {
         self.code.starts_with('U')
     }
+
+    /// True when the error is the time limit ([`crate::Limits::timeout`]); the depth and stack
+    /// limits share its `U1001` code.
+    pub fn is_timeout(&self) -> bool {
+        self.code == "U1001" && self.message.starts_with(crate::limits::TIMEOUT_MESSAGE)
+    }
 }
 
 impl fmt::Display for Error {

@@ -97,6 +97,10 @@ pub(crate) const MAX_DATA_DEPTH: usize = 500;
 /// Maximum number of elements a single array may hold.
 pub(crate) const MAX_ARRAY_LEN: usize = 10_000_000;
 
+/// The start of the message of the timeout error, which shares the `U1001` code with the depth
+/// limits; [`Error::is_timeout`] tells them apart by it.
+pub(crate) const TIMEOUT_MESSAGE: &str = "Expression evaluation timeout";
+
 pub(crate) struct Budget {
     deadline: Instant,
     timeout: Duration,
@@ -168,7 +172,7 @@ impl Budget {
         if Instant::now() >= self.deadline {
             Err(Error::new(
                 "U1001",
-                format!("Expression evaluation timeout: {:?} exceeded", self.timeout),
+                format!("{TIMEOUT_MESSAGE}: {:?} exceeded", self.timeout),
             ))
         } else {
             Ok(())

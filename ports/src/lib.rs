@@ -11,3 +11,4 @@ pub mod ingest;
 pub mod metrics;
 pub mod outbox;
 pub mod publish;
+pub mod transform;
