@@ -11,4 +11,5 @@ pub mod ingest;
 pub mod metrics;
 pub mod outbox;
 pub mod publish;
+pub mod retention;
 pub mod transform;

@@ -106,6 +106,14 @@ impl PostgresDatabase {
         )
     }
 
+    /// Both tables as the retention cleanup deletes from them.
+    pub fn retention_store(&self) -> crate::retention_store::PgRetentionStore {
+        crate::retention_store::PgRetentionStore::new(
+            self.pool.clone(),
+            Arc::clone(&self.statements),
+        )
+    }
+
     /// The rendered statements.
     pub fn statements(&self) -> &Statements {
         &self.statements

@@ -54,7 +54,7 @@ macro_rules! migration {
     };
 }
 
-static MIGRATIONS: [Migration; 13] = [
+static MIGRATIONS: [Migration; 14] = [
     migration!(
         1,
         "V1__create_outbox.sql",
@@ -152,6 +152,11 @@ static MIGRATIONS: [Migration; 13] = [
         13,
         "V13__add_inbox_pull_aggregate_index.sql",
         [Index("idx_inbox_pull_aggregate")]
+    ),
+    migration!(
+        14,
+        "V14__add_outbox_finished_index.sql",
+        [Index("idx_outbox_finished_updated")]
     ),
 ];
 

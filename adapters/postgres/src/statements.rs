@@ -13,7 +13,7 @@ use sqlx::{AssertSqlSafe, SqlStr};
 use crate::error::PostgresError;
 
 /// (name, template) of every statement; the name is the file stem under `queries/`.
-const TEMPLATES: [(&str, &str); 16] = [
+const TEMPLATES: [(&str, &str); 19] = [
     ("ping", include_str!("../queries/ping.sql")),
     (
         "table_columns",
@@ -60,6 +60,18 @@ const TEMPLATES: [(&str, &str); 16] = [
         "relay_oldest_pending",
         include_str!("../queries/relay_oldest_pending.sql"),
     ),
+    (
+        "retention_outbox_age",
+        include_str!("../queries/retention_outbox_age.sql"),
+    ),
+    (
+        "retention_outbox_count",
+        include_str!("../queries/retention_outbox_count.sql"),
+    ),
+    (
+        "retention_inbox_age",
+        include_str!("../queries/retention_inbox_age.sql"),
+    ),
 ];
 
 /// The rendered statements. Cloning a [`SqlStr`] is cheap (shared text).
@@ -97,6 +109,12 @@ pub struct Statements {
     pub relay_reclaim: SqlStr,
     /// The age of the oldest pending inbox row.
     pub relay_oldest_pending: SqlStr,
+    /// Retention: delete one batch of old sent or dead outbox rows.
+    pub retention_outbox_age: SqlStr,
+    /// Retention: delete one batch of sent or dead outbox rows beyond the newest kept ones.
+    pub retention_outbox_count: SqlStr,
+    /// Retention: delete one batch of old processed or dead inbox rows.
+    pub retention_inbox_age: SqlStr,
 }
 
 impl Statements {
@@ -127,6 +145,9 @@ impl Statements {
             relay_dead,
             relay_reclaim,
             relay_oldest_pending,
+            retention_outbox_age,
+            retention_outbox_count,
+            retention_inbox_age,
         ] = TEMPLATES.map(|(name, template)| render_template(name, template, names));
         Ok(Self {
             ping: ping?,
@@ -145,6 +166,9 @@ impl Statements {
             relay_dead: relay_dead?,
             relay_reclaim: relay_reclaim?,
             relay_oldest_pending: relay_oldest_pending?,
+            retention_outbox_age: retention_outbox_age?,
+            retention_outbox_count: retention_outbox_count?,
+            retention_inbox_age: retention_inbox_age?,
         })
     }
 
@@ -167,6 +191,9 @@ impl Statements {
             &self.relay_dead,
             &self.relay_reclaim,
             &self.relay_oldest_pending,
+            &self.retention_outbox_age,
+            &self.retention_outbox_count,
+            &self.retention_inbox_age,
         ]
         .into_iter()
         .zip(TEMPLATES)

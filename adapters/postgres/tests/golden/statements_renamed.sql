@@ -285,3 +285,59 @@ SELECT COALESCE(EXTRACT(EPOCH FROM (now() - min("created_at"))), 0)::float8 AS a
   FROM "qb_inbox"
  WHERE "state" = 'pending';
 
+-- retention_outbox_age
+WITH doomed AS (
+    SELECT o."id" AS id
+      FROM "qb_outbox" o
+     WHERE o."state" = $1
+       AND o."state" IN ('sent', 'dead')
+       AND o."updated_at" < now() - $2 * interval '1 millisecond'
+     ORDER BY o."updated_at"
+     LIMIT $3
+     FOR UPDATE SKIP LOCKED
+)
+DELETE FROM "qb_outbox" t
+ USING doomed
+ WHERE t."id" = doomed.id
+   AND t."state" IN ('sent', 'dead');
+
+-- retention_outbox_count
+WITH boundary AS (
+    SELECT b."updated_at" AS updated_at, b."id" AS id
+      FROM "qb_outbox" b
+     WHERE b."state" = $1
+       AND b."state" IN ('sent', 'dead')
+     ORDER BY b."updated_at" DESC, b."id" DESC
+    OFFSET $2
+     LIMIT 1
+), doomed AS (
+    SELECT o."id" AS id
+      FROM "qb_outbox" o, boundary
+     WHERE o."state" = $1
+       AND o."state" IN ('sent', 'dead')
+       AND (o."updated_at", o."id") <= (boundary.updated_at, boundary.id)
+     ORDER BY o."updated_at", o."id"
+     LIMIT $3
+     FOR UPDATE OF o SKIP LOCKED
+)
+DELETE FROM "qb_outbox" t
+ USING doomed
+ WHERE t."id" = doomed.id
+   AND t."state" IN ('sent', 'dead');
+
+-- retention_inbox_age
+WITH doomed AS (
+    SELECT i."id" AS id
+      FROM "qb_inbox" i
+     WHERE i."state" = $1
+       AND i."state" IN ('processed', 'dead')
+       AND i."created_at" < now() - $2 * interval '1 millisecond'
+     ORDER BY i."created_at"
+     LIMIT $3
+     FOR UPDATE SKIP LOCKED
+)
+DELETE FROM "qb_inbox" t
+ USING doomed
+ WHERE t."id" = doomed.id
+   AND t."state" IN ('processed', 'dead');
+
