@@ -345,27 +345,26 @@ async fn plan(session: &mut PgConnection, sql: &str, state: &str) -> String {
 async fn each_delete_can_walk_an_index() {
     let mut fx = Fixture::new().await;
     let statements = fx.database.statements().clone();
-    let age = plan(
-        &mut fx.session,
-        statements.retention_outbox_age.as_str(),
-        "sent",
-    )
-    .await;
-    assert!(age.contains("idx_outbox_finished_updated"), "{age}");
-    let count = plan(
-        &mut fx.session,
-        statements.retention_outbox_count.as_str(),
-        "dead",
-    )
-    .await;
-    assert!(count.contains("idx_outbox_finished_updated"), "{count}");
-    let inbox = plan(
-        &mut fx.session,
-        statements.retention_inbox_age.as_str(),
-        "processed",
-    )
-    .await;
-    assert!(inbox.contains("idx_inbox_state_created"), "{inbox}");
+    for (sql, state, index) in [
+        (
+            &statements.retention_outbox_age,
+            "sent",
+            "idx_outbox_finished_updated",
+        ),
+        (
+            &statements.retention_outbox_count,
+            "dead",
+            "idx_outbox_finished_updated",
+        ),
+        (
+            &statements.retention_inbox_age,
+            "processed",
+            "idx_inbox_state_created",
+        ),
+    ] {
+        let plan = plan(&mut fx.session, sql.as_str(), state).await;
+        assert!(plan.contains(index), "{plan}");
+    }
     fx.done().await;
 }
 
@@ -415,31 +414,20 @@ async fn a_renamed_schema_is_cleaned_through_the_mapping() {
     let database = connect(&db.options(false, names)).await.expect("connect");
     database.prepare().await.expect("schema check");
     let store = database.retention_store();
-    for sweep in [
-        outbox_age(FinishedOutbox::Sent),
-        outbox_age(FinishedOutbox::Dead),
-    ] {
-        assert_eq!(store.delete_batch(&sweep, 10).await.expect("delete"), 1);
-    }
-    let keep_none_beyond_one = Sweep::OutboxBeyondNewest {
+    let keep_one = Sweep::OutboxBeyondNewest {
         state: FinishedOutbox::Sent,
         keep: 1,
     };
-    assert_eq!(
-        store
-            .delete_batch(&keep_none_beyond_one, 10)
-            .await
-            .expect("delete"),
-        0,
-        "one sent row is left and it is kept"
-    );
-    assert_eq!(
-        store
-            .delete_batch(&inbox_age(FinishedInbox::Processed), 10)
-            .await
-            .expect("delete"),
-        1
-    );
+    for (sweep, expected) in [
+        (outbox_age(FinishedOutbox::Sent), 1),
+        (outbox_age(FinishedOutbox::Dead), 1),
+        // One sent row is left, and it is the one kept.
+        (keep_one, 0),
+        (inbox_age(FinishedInbox::Processed), 1),
+    ] {
+        let deleted = store.delete_batch(&sweep, 10).await.expect("delete");
+        assert_eq!(deleted, expected, "{sweep:?}");
+    }
 
     let mut session = db.session().await;
     let topics: BTreeSet<String> = sqlx::query_scalar("SELECT topic FROM qb_outbox")
