@@ -5,6 +5,7 @@
 //! destination name, so destinations of every compiled-in kind sit side by side.
 
 use async_trait::async_trait;
+use queuebox_domain::template::address::EmptyAddress;
 use std::fmt;
 use thiserror::Error;
 
@@ -85,6 +86,14 @@ impl PublishError {
     }
 }
 
+impl From<EmptyAddress> for PublishError {
+    /// A broker publisher whose address renders empty for a row fails that row's publish; the
+    /// reason names the destination, the address key and the template or column, never a value.
+    fn from(error: EmptyAddress) -> Self {
+        Self::new(PublishErrorKind::InvalidMessage, error.to_string())
+    }
+}
+
 /// A destination the dispatcher can publish to.
 #[async_trait]
 pub trait Publisher: Send + Sync {
@@ -107,4 +116,24 @@ pub trait Publisher: Send + Sync {
     /// signature, neither configured nor echoed by the destination), cut to the configured limit,
     /// and naming the status or cause so an operator can act on `last_error` alone.
     async fn publish(&self, message: &OutboundMessage) -> Result<(), PublishError>;
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use queuebox_domain::template::address::{Address, AddressField};
+    use queuebox_domain::template::row::RowFields;
+
+    #[test]
+    fn an_empty_address_is_an_invalid_message() {
+        let address = Address::new("events", AddressField::Exchange, "{{ key }}", None).unwrap();
+        let row = RowFields::new("t", None, None, "{}");
+        let error = PublishError::from(address.render(&row).unwrap_err());
+        assert_eq!(error.kind, PublishErrorKind::InvalidMessage);
+        assert_eq!(
+            error.reason,
+            "the exchange of destination events is empty for this row (template `{{ key }}`)"
+        );
+    }
 }

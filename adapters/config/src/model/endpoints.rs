@@ -8,6 +8,9 @@ use queuebox_domain::secret::Secret;
 use serde::Serialize;
 use std::time::Duration;
 
+/// A row column that names the address instead of a template (`exchangeFrom` and friends).
+pub use queuebox_domain::template::address::AddressColumn;
+
 /// Credentials an incoming request must carry (a source `auth` block or `admin.auth`).
 #[derive(Debug, Clone, Serialize)]
 #[serde(tag = "type")]
@@ -148,15 +151,6 @@ pub enum OutboundAuth {
         #[serde(serialize_with = "secret")]
         header_value: Secret,
     },
-}
-
-/// A row column that names the address instead of a template (`exchangeFrom` and friends).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum AddressColumn {
-    AggregateType,
-    Topic,
-    Key,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

@@ -13,6 +13,7 @@ use crate::reader::{Block, Reader};
 use crate::secrets::SecretUrl;
 use crate::url::{check_http_path, check_http_url};
 use indexmap::IndexMap;
+use queuebox_domain::template::address::AddressField;
 use serde_json::Value;
 
 const KINDS: &[KindKeys] = &[
@@ -87,25 +88,22 @@ fn read_http(r: &mut Reader, b: &mut Block<'_>) -> HttpDestination {
 fn address_column(r: &mut Reader, b: &mut Block<'_>, key: &'static str) -> Option<AddressColumn> {
     let path = b.path_of(key);
     let raw = text(r, b, key)?;
-    match raw.as_str() {
-        "aggregate_type" => Some(AddressColumn::AggregateType),
-        "topic" => Some(AddressColumn::Topic),
-        "key" => Some(AddressColumn::Key),
-        _ => {
-            r.problem(
-                path,
-                format!("must be one of aggregate_type, topic, key, got `{raw}`"),
-            );
-            None
-        }
+    let column = AddressColumn::from_name(&raw);
+    if column.is_none() {
+        r.problem(
+            path,
+            format!("must be one of aggregate_type, topic, key, got `{raw}`"),
+        );
     }
+    column
 }
 
 /// A required address (`exchange`, `topic`, `subject`) checked as an address template.
-fn address(r: &mut Reader, b: &mut Block<'_>, key: &'static str, destination: &str) -> String {
+fn address(r: &mut Reader, b: &mut Block<'_>, field: AddressField, destination: &str) -> String {
+    let key = field.as_str();
     let value = required(r, b, key);
     if !value.is_empty() {
-        check_address(r, &b.path_of(key), key, destination, &value);
+        check_address(r, &b.path_of(key), field, destination, &value);
     }
     value
 }
@@ -113,7 +111,7 @@ fn address(r: &mut Reader, b: &mut Block<'_>, key: &'static str, destination: &s
 fn read_rabbitmq(r: &mut Reader, b: &mut Block<'_>, name: &str) -> RabbitmqDestination {
     // `url` is not a credential field: `file:` stays literal.
     let url = SecretUrl::new(required(r, b, "url"));
-    let exchange = address(r, b, "exchange", name);
+    let exchange = address(r, b, AddressField::Exchange, name);
     let exchange_from = address_column(r, b, "exchangeFrom");
     let exchange_type = choice(
         r,
@@ -194,7 +192,7 @@ pub(crate) fn kafka_security(r: &mut Reader, b: &mut Block<'_>) -> KafkaSecurity
 
 fn read_kafka(r: &mut Reader, b: &mut Block<'_>, name: &str) -> KafkaDestination {
     let bootstrap_servers = required(r, b, "bootstrapServers");
-    let topic = address(r, b, "topic", name);
+    let topic = address(r, b, AddressField::Topic, name);
     let topic_from = address_column(r, b, "topicFrom");
     let key_template = text_or(r, b, "keyTemplate", "{{ key }}");
     check_syntax(r, &b.path_of("keyTemplate"), &key_template);
@@ -235,7 +233,7 @@ pub(crate) fn nats_credentials(r: &mut Reader, b: &mut Block<'_>) -> NatsCredent
 
 fn read_nats(r: &mut Reader, b: &mut Block<'_>, name: &str) -> NatsDestination {
     let servers = SecretUrl::new(required(r, b, "servers"));
-    let subject = address(r, b, "subject", name);
+    let subject = address(r, b, AddressField::Subject, name);
     let subject_from = address_column(r, b, "subjectFrom");
     NatsDestination {
         servers,

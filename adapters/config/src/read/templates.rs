@@ -2,39 +2,19 @@
 
 use crate::reader::Reader;
 use queuebox_domain::template::Template;
+use queuebox_domain::template::address::{Address, AddressField};
 
-/// The placeholders an address template (`exchange`, Kafka `topic`, NATS `subject`) may read.
-pub(crate) fn is_address_placeholder(name: &str) -> bool {
-    matches!(name, "topic" | "key" | "aggregateType")
-        || ["payload.", "data."].iter().any(|prefix| {
-            name.strip_prefix(prefix)
-                .is_some_and(|field| field.split('.').all(|part| !part.is_empty()))
-        })
-}
-
-/// Checks an address template of destination `destination`; an unknown placeholder would render
-/// an empty address on every row, so it stops the start.
+/// Checks an address template of destination `destination` the way the publisher will build it;
+/// an unknown placeholder would render the same broken address on every row, so it stops the start.
 pub(crate) fn check_address(
     r: &mut Reader,
     path: &str,
-    field: &str,
+    field: AddressField,
     destination: &str,
     text: &str,
 ) {
-    match Template::parse(text) {
-        Err(error) => r.problem(path, format!("is not a valid template: {error}")),
-        Ok(template) => {
-            for name in template.placeholders() {
-                if !is_address_placeholder(name) {
-                    r.problem(
-                        path,
-                        format!(
-                            "placeholder {{{{ {name} }}}} is not allowed in the {field} of destination {destination}; use topic, key, aggregateType, payload.<field> or data.<field>"
-                        ),
-                    );
-                }
-            }
-        }
+    if let Err(error) = Address::new(destination, field, text, None) {
+        r.problem(path, error.to_string());
     }
 }
 
@@ -65,34 +45,6 @@ pub(crate) fn check_source_topic(r: &mut Reader, path: &str, text: &str) -> bool
                 }
             }
             template.uses("eventType")
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn address_placeholders() {
-        for good in [
-            "topic",
-            "key",
-            "aggregateType",
-            "payload.region",
-            "data.a.b",
-        ] {
-            assert!(is_address_placeholder(good), "{good}");
-        }
-        for bad in [
-            "source",
-            "payload",
-            "payload.",
-            "data..x",
-            "aggregate_type",
-            "Topic",
-        ] {
-            assert!(!is_address_placeholder(bad), "{bad}");
         }
     }
 }

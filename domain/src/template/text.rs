@@ -1,4 +1,4 @@
-//! `{{ name }}` templates: topic, address and routing-key templates.
+//! The `{{ name }}` text format shared by every template kind.
 //!
 //! A template is literal text with placeholders between double braces. Whitespace just inside the
 //! braces is optional, so `{{topic}}` and `{{ topic }}` are the same placeholder. Parsing is strict
