@@ -13,7 +13,7 @@ use queuebox_domain::mapping::SchemaNames;
 use queuebox_ports::outbox::{
     Claim, ClaimRequest, ClaimedRow, FencedFinish, Finish, OutboxStore, PendingStats,
 };
-use queuebox_postgres::{PgOutboxStore, PostgresDatabase, connect};
+use queuebox_postgres::{PgOutboxStore, PostgresDatabase, Statements, connect};
 use sqlx::{AssertSqlSafe, PgConnection, Row};
 use uuid::Uuid;
 
@@ -915,6 +915,52 @@ async fn a_batch_with_a_stale_and_a_current_claim_of_one_row_reports_only_the_cu
         .await
         .expect("renew");
     assert_eq!(renewed, vec![false, true]);
+    fx.done().await;
+}
+
+#[tokio::test]
+async fn the_finish_probes_rows_by_id_even_when_statistics_say_nothing_is_processing() {
+    // The table (large enough that a full scan costs more than the probes) is analyzed while no row
+    // is processing, as after a quiet night: with the state
+    // written as a constant the planner read every entry of the partial index of processing rows
+    // (dead ones included) instead of probing the ids of the batch. The statement must not be able
+    // to choose that index whatever the statistics say.
+    let mut fx = Fixture::new().await;
+    fx.exec(
+        "INSERT INTO outbox (topic, key, payload) \
+         SELECT 't', 'k' || (g % 50), '{}'::jsonb FROM generate_series(1, 50000) g",
+    )
+    .await;
+    fx.exec("ANALYZE outbox").await;
+    let claimed = fx.claim(40, "").await;
+    assert_eq!(claimed.rows.len(), 40);
+    let statements = Statements::render(&SchemaNames::default()).expect("render");
+    let sql = format!("EXPLAIN {}", statements.outbox_finish.as_str());
+    let ids: Vec<Uuid> = claimed.rows.iter().map(|row| row.id).collect();
+    let tokens: Vec<Uuid> = claimed.rows.iter().map(|row| row.claim_token).collect();
+    let states = vec!["sent"; ids.len()];
+    let none_i32: Vec<Option<i32>> = vec![None; ids.len()];
+    let none_i64: Vec<Option<i64>> = vec![None; ids.len()];
+    let none_text: Vec<Option<String>> = vec![None; ids.len()];
+    let plan: Vec<String> = sqlx::query_scalar(AssertSqlSafe(sql))
+        .bind(&ids)
+        .bind(&tokens)
+        .bind(&states)
+        .bind(&none_i32)
+        .bind(&none_i64)
+        .bind(&none_text)
+        .fetch_all(&mut fx.session)
+        .await
+        .expect("explain the finish");
+    let plan = plan.join("\n");
+    assert!(
+        !plan.contains("idx_outbox_processing_claimed"),
+        "the finish scans the processing index:\n{plan}"
+    );
+    assert!(plan.contains("outbox_pkey"), "the finish does not probe ids:\n{plan}");
+    // And the statement still does its job.
+    let writes: Vec<FencedFinish> = claimed.rows.iter().map(sent).collect();
+    assert_eq!(fx.finish(&writes).await, vec![true; writes.len()]);
     fx.done().await;
 }
 

@@ -138,12 +138,15 @@ UPDATE "qb_outbox" t
        "claim_token" = NULL,
        "lease_expires_at" = NULL,
        "updated_at" = now()
-  FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::int[], $5::bigint[], $6::text[])
-       WITH ORDINALITY AS f(id, token, state, attempt, delay_ms, error, ord)
- WHERE t."id" = f.id
+  FROM (SELECT u.*, 'processing'::text AS held, now() AS at
+          FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::int[], $5::bigint[], $6::text[])
+               WITH ORDINALITY AS u(id, token, state, attempt, delay_ms, error, ord)
+        OFFSET 0) f
+ WHERE t."id" = ANY($1::uuid[])
+   AND t."id" = f.id
    AND t."claim_token" = f.token
-   AND t."state" = 'processing'
-   AND t."lease_expires_at" > now()
+   AND t."state" = f.held
+   AND t."lease_expires_at" > f.at
 RETURNING f.ord;
 
 -- outbox_reclaim
