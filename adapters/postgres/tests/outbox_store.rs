@@ -957,7 +957,10 @@ async fn the_finish_probes_rows_by_id_even_when_statistics_say_nothing_is_proces
         !plan.contains("idx_outbox_processing_claimed"),
         "the finish scans the processing index:\n{plan}"
     );
-    assert!(plan.contains("outbox_pkey"), "the finish does not probe ids:\n{plan}");
+    assert!(
+        plan.contains("outbox_pkey"),
+        "the finish does not probe ids:\n{plan}"
+    );
     // And the statement still does its job.
     let writes: Vec<FencedFinish> = claimed.rows.iter().map(sent).collect();
     assert_eq!(fx.finish(&writes).await, vec![true; writes.len()]);
