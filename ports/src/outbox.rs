@@ -49,6 +49,10 @@ pub struct ClaimRequest {
     pub lease: Duration,
     /// Where the previous claim stopped walking the keys, so every ready key gets its turn.
     pub key_cursor: String,
+    /// Keys whose head this replica has just finished. Their next rows are claimed first (at most
+    /// half of `limit`), so a busy key moves on as soon as its head is done instead of waiting for
+    /// the walk to come round all ready keys again; the rest of the limit goes to the walk.
+    pub released_keys: Vec<String>,
 }
 
 /// The rows one claim took.

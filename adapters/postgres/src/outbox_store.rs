@@ -90,6 +90,28 @@ impl PgOutboxStore {
         Ok(next_cursor)
     }
 
+    async fn claim_released(
+        &self,
+        connection: &mut PgConnection,
+        keys: &[String],
+        lease: Duration,
+        rows: &mut Vec<ClaimedRow>,
+    ) -> Result<(), StoreError> {
+        if keys.is_empty() {
+            return Ok(());
+        }
+        let result = sqlx::query(self.statements.outbox_claim_released.clone())
+            .bind(keys)
+            .bind(millis(lease))
+            .fetch_all(&mut *connection)
+            .await
+            .map_err(|e| store_error("claim", e))?;
+        for row in &result {
+            rows.push(claimed_row(row)?);
+        }
+        Ok(())
+    }
+
     async fn claim_unkeyed(
         &self,
         connection: &mut PgConnection,
@@ -120,9 +142,23 @@ impl OutboxStore for PgOutboxStore {
         let connection: &mut PgConnection = &mut connection;
         let limit = request.limit.max(1);
         let mut rows = Vec::with_capacity(limit as usize);
+        // Keys this replica just freed go first, but take at most half of the limit: the walk below
+        // always gets the other half, so its rotation over every ready key keeps moving.
+        let released = request
+            .released_keys
+            .len()
+            .min(limit.div_ceil(2) as usize);
+        self.claim_released(
+            connection,
+            &request.released_keys[..released],
+            request.lease,
+            &mut rows,
+        )
+        .await?;
         let unkeyed_first = self.unkeyed_first.fetch_xor(true, Ordering::Relaxed);
         if unkeyed_first {
-            self.claim_unkeyed(connection, limit, request.lease, &mut rows)
+            let remaining = limit.saturating_sub(rows.len() as u32);
+            self.claim_unkeyed(connection, remaining, request.lease, &mut rows)
                 .await?;
         }
         let mut remaining = limit.saturating_sub(rows.len() as u32);

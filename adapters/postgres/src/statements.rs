@@ -13,7 +13,7 @@ use sqlx::{AssertSqlSafe, SqlStr};
 use crate::error::PostgresError;
 
 /// (name, template) of every statement; the name is the file stem under `queries/`.
-const TEMPLATES: [(&str, &str); 19] = [
+const TEMPLATES: [(&str, &str); 20] = [
     ("ping", include_str!("../queries/ping.sql")),
     (
         "table_columns",
@@ -31,6 +31,10 @@ const TEMPLATES: [(&str, &str); 19] = [
     (
         "outbox_claim_unkeyed",
         include_str!("../queries/outbox_claim_unkeyed.sql"),
+    ),
+    (
+        "outbox_claim_released",
+        include_str!("../queries/outbox_claim_released.sql"),
     ),
     ("outbox_renew", include_str!("../queries/outbox_renew.sql")),
     (
@@ -89,6 +93,8 @@ pub struct Statements {
     pub outbox_claim_keyed: SqlStr,
     /// Claim due rows that have no key.
     pub outbox_claim_unkeyed: SqlStr,
+    /// Claim the next head of keys this replica just released (see the template for why).
+    pub outbox_claim_released: SqlStr,
     /// Renew the leases of held rows, fenced.
     pub outbox_renew: SqlStr,
     /// Finish many claims at once, each fenced on its own token.
@@ -135,6 +141,7 @@ impl Statements {
             insert_inbox,
             outbox_claim_keyed,
             outbox_claim_unkeyed,
+            outbox_claim_released,
             outbox_renew,
             outbox_finish,
             outbox_reclaim,
@@ -156,6 +163,7 @@ impl Statements {
             insert_inbox: insert_inbox?,
             outbox_claim_keyed: outbox_claim_keyed?,
             outbox_claim_unkeyed: outbox_claim_unkeyed?,
+            outbox_claim_released: outbox_claim_released?,
             outbox_renew: outbox_renew?,
             outbox_finish: outbox_finish?,
             outbox_reclaim: outbox_reclaim?,
@@ -181,6 +189,7 @@ impl Statements {
             &self.insert_inbox,
             &self.outbox_claim_keyed,
             &self.outbox_claim_unkeyed,
+            &self.outbox_claim_released,
             &self.outbox_renew,
             &self.outbox_finish,
             &self.outbox_reclaim,

@@ -113,11 +113,22 @@ impl Fixture {
 }
 
 async fn claim_with(store: &PgOutboxStore, limit: u32, lease: Duration, cursor: &str) -> Claim {
+    claim_released(store, limit, lease, cursor, Vec::new()).await
+}
+
+async fn claim_released(
+    store: &PgOutboxStore,
+    limit: u32,
+    lease: Duration,
+    cursor: &str,
+    released_keys: Vec<String>,
+) -> Claim {
     store
         .claim(&ClaimRequest {
             limit,
             lease,
             key_cursor: cursor.to_owned(),
+            released_keys,
         })
         .await
         .expect("claim")
@@ -592,6 +603,70 @@ async fn a_hot_key_does_not_starve_the_other_keys() {
         count_where(&mut fx.session, "state = 'processing'").await,
         11
     );
+    fx.done().await;
+}
+
+#[tokio::test]
+async fn a_hot_key_moves_on_as_soon_as_its_head_is_finished_and_the_walk_keeps_its_pace() {
+    // One key holds most of the backlog; 40 other keys wait too. The claimer finishes each batch
+    // and names the keys it freed in its next claim, as the dispatcher does. The hot key must get a
+    // row in every claim after its first (not one per rotation over all 41 keys), its rows in
+    // order, and the walk must still give every other key its turn within the rotation that the
+    // other half of each claim allows.
+    let mut fx = Fixture::new().await;
+    fx.exec(
+        "INSERT INTO outbox (topic, key, payload)
+         SELECT 't', 'm-hot', jsonb_build_object('n', n) FROM generate_series(1, 200) n ORDER BY n;
+         INSERT INTO outbox (topic, key, payload)
+         SELECT 't', 'other-' || lpad(k::text, 2, '0'), '{}'::jsonb
+           FROM generate_series(1, 40) k, generate_series(1, 5) n ORDER BY k, n;",
+    )
+    .await;
+    let limit = 6;
+    let mut cursor = String::new();
+    let mut released: Vec<String> = Vec::new();
+    let mut hot_sequences: Vec<i64> = Vec::new();
+    let mut claims_with_hot = 0;
+    let mut first_turn: HashMap<String, usize> = HashMap::new();
+    let claims = 20;
+    for round in 0..claims {
+        let claim = claim_released(&fx.store, limit, LONG_LEASE, &cursor, released).await;
+        cursor = claim.next_key_cursor.clone();
+        assert!(claim.rows.len() <= limit as usize);
+        let keys: HashSet<_> = claim.rows.iter().map(|r| r.key.clone()).collect();
+        assert_eq!(keys.len(), claim.rows.len(), "one row per key: {claim:?}");
+        for row in &claim.rows {
+            let key = row.key.clone().expect("keyed");
+            if key == "m-hot" {
+                hot_sequences.push(row.sequence);
+            }
+            first_turn.entry(key).or_insert(round);
+        }
+        if claim.rows.iter().any(|r| r.key.as_deref() == Some("m-hot")) {
+            claims_with_hot += 1;
+        }
+        let writes: Vec<FencedFinish> = claim.rows.iter().map(sent).collect();
+        assert_eq!(fx.finish(&writes).await, vec![true; writes.len()]);
+        // The dispatcher names the freed keys oldest first; the hot key's turn comes with them.
+        released = claim.rows.iter().filter_map(|r| r.key.clone()).collect();
+    }
+    assert!(
+        claims_with_hot >= claims - 1,
+        "the hot key got a row in only {claims_with_hot} of {claims} claims"
+    );
+    let mut sorted = hot_sequences.clone();
+    sorted.sort_unstable();
+    assert_eq!(hot_sequences, sorted, "the hot key's rows left in order");
+    // At least half of each claim (3 rows) goes to the walk over the 41 keys: every key's first
+    // turn comes within ceil(41 / 3) = 14 claims.
+    for k in 1..=40 {
+        let key = format!("other-{k:02}");
+        let round = first_turn.get(&key).copied();
+        assert!(
+            round.is_some_and(|round| round < 14),
+            "{key} waited too long: first claimed in round {round:?}"
+        );
+    }
     fx.done().await;
 }
 

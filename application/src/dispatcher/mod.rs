@@ -13,6 +13,7 @@ mod finisher;
 mod held;
 mod maintenance;
 mod options;
+mod released;
 mod routes;
 
 pub use options::DispatcherOptions;
@@ -24,6 +25,7 @@ use crate::worker_health::WorkerHealth;
 use finisher::Pending;
 use held::Held;
 use maintenance::Maintenance;
+use released::Released;
 use queuebox_domain::outbox::DeliveryOutcome;
 use queuebox_ports::health::HealthCheck;
 use queuebox_ports::outbox::{ClaimRequest, ClaimedRow, FencedFinish, Finish, OutboxStore};
@@ -48,6 +50,7 @@ pub struct Dispatcher {
 struct Shared {
     routes: Arc<RouteTable>,
     held: Arc<Held>,
+    released: Arc<Released>,
     metrics: Arc<OutboxMetrics>,
     options: DispatcherOptions,
     finishes: mpsc::UnboundedSender<Pending>,
@@ -79,6 +82,8 @@ impl Dispatcher {
     pub async fn run(self, mut stop: StopSignal) {
         let metrics = Arc::new(OutboxMetrics::new());
         let held = Arc::new(Held::default());
+        let batch = self.options.batch_size.max(1) as usize;
+        let released = Arc::new(Released::new(batch * HELD_BATCHES));
         let permits = Arc::new(Semaphore::new(self.options.concurrency.max(1) as usize));
         let written = Arc::new(Notify::new());
         let (finish_tx, finish_rx) = mpsc::unbounded_channel();
@@ -107,6 +112,7 @@ impl Dispatcher {
         let shared = Arc::new(Shared {
             routes: Arc::clone(&self.routes),
             held: Arc::clone(&held),
+            released: Arc::clone(&released),
             metrics: Arc::clone(&metrics),
             options: self.options.clone(),
             finishes: finish_tx,
@@ -115,7 +121,6 @@ impl Dispatcher {
         let mut publishes = JoinSet::new();
         let mut unstarted: Vec<ClaimedRow> = Vec::new();
         let mut cursor = String::new();
-        let batch = self.options.batch_size.max(1) as usize;
         'claiming: while !stop.is_stopping() {
             // Reap finished publish tasks so the set does not grow.
             while publishes.try_join_next().is_some() {}
@@ -130,6 +135,9 @@ impl Dispatcher {
                     limit: room as u32,
                     lease: self.options.lease,
                     key_cursor: cursor.clone(),
+                    // The store gives these at most half of the limit; asking for more only
+                    // holds keys back that the walk will reach anyway.
+                    released_keys: released.take(room.div_ceil(2)),
                 };
                 match self.store.claim(&request).await {
                     Ok(claim) => {
@@ -260,13 +268,23 @@ async fn deliver(row: ClaimedRow, shared: &Shared) {
     shared.metrics.processing.record(started.elapsed());
     let held = Arc::clone(&shared.held);
     let id = row.id;
+    // A sent or dead head frees its key (a retry keeps holding it back): once written, the next
+    // claim asks for the key's next row directly.
+    let frees_key = matches!(finish, Finish::Sent | Finish::Dead { .. });
+    let freed = row.key.clone().filter(|key| frees_key && !key.is_empty());
+    let released = Arc::clone(&shared.released);
     let pending = Pending {
         write: FencedFinish {
             id: row.id,
             claim_token: row.claim_token,
             finish,
         },
-        on_written: Box::new(move || held.remove(&id)),
+        on_written: Box::new(move || {
+            held.remove(&id);
+            if let Some(key) = freed {
+                released.push(key);
+            }
+        }),
     };
     if shared.finishes.send(pending).is_err() {
         tracing::error!(id = %row.id, "the finisher has stopped; the row returns after its lease");

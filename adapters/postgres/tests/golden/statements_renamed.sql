@@ -116,6 +116,39 @@ RETURNING t."id" AS id, t."claim_token" AS claim_token, t."topic" AS topic,
           t."attempt" AS attempt, t."max_attempts" AS max_attempts,
           t."sequence" AS sequence;
 
+-- outbox_claim_released
+WITH heads AS (
+    SELECT h.id
+      FROM unnest($1::text[]) AS r(k)
+     CROSS JOIN LATERAL (
+        SELECT o."id" AS id, o."state" AS st, o."scheduled_at" AS due
+          FROM "qb_outbox" o
+         WHERE o."state" IN ('pending', 'processing') AND o."key" = r.k
+         ORDER BY o."key", o."sequence"
+         LIMIT 1) h
+     WHERE h.st = 'pending' AND h.due <= now()
+),
+locked AS (
+    SELECT o."id" AS id
+      FROM "qb_outbox" o
+     WHERE o."id" IN (SELECT id FROM heads)
+       AND o."state" = 'pending' AND o."scheduled_at" <= now()
+     FOR UPDATE SKIP LOCKED
+)
+UPDATE "qb_outbox" t
+   SET "state" = 'processing',
+       "claim_token" = gen_random_uuid(),
+       "claimed_at" = now(),
+       "lease_expires_at" = now() + $2 * interval '1 millisecond',
+       "updated_at" = now()
+  FROM locked
+ WHERE t."id" = locked.id
+RETURNING t."id" AS id, t."claim_token" AS claim_token, t."topic" AS topic,
+          t."key" AS key, t."aggregate_type" AS aggregate_type,
+          t."body"::text AS payload, t."headers"::text AS headers,
+          t."attempt" AS attempt, t."max_attempts" AS max_attempts,
+          t."sequence" AS sequence;
+
 -- outbox_renew
 UPDATE "qb_outbox" t
    SET "lease_expires_at" = now() + $3 * interval '1 millisecond'

@@ -1,0 +1,43 @@
+-- Claims the next row of keys whose head this replica has just finished, before the key walk runs.
+--
+-- Why: the walk of outbox_claim_keyed.sql visits each ready key once per rotation over all of them,
+-- so a key with a long backlog (a hot key) got one row per rotation: with 20,000 ready keys, one row
+-- every few seconds while the other keys drained. The replica that finished a key's head knows the
+-- key is free again; this statement probes exactly those keys, one index probe each in the
+-- (key, sequence) index of pending and processing rows, and claims the head it lands on when that
+-- head is due and not in flight elsewhere: the same head rule as the walk, so the order per key is
+-- kept. Cost O(keys given); the caller gives at most half of a claim's limit, so the walk keeps
+-- moving and no other ready key waits longer for its turn than the rotation with half a batch.
+--
+-- $1 keys (text[]), $2 lease in milliseconds (bigint)
+WITH heads AS (
+    SELECT h.id
+      FROM unnest($1::text[]) AS r(k)
+     CROSS JOIN LATERAL (
+        SELECT o.{outbox.id} AS id, o.{outbox.state} AS st, o.{outbox.scheduledAt} AS due
+          FROM {outbox} o
+         WHERE o.{outbox.state} IN ('pending', 'processing') AND o.{outbox.key} = r.k
+         ORDER BY o.{outbox.key}, o.{outbox.sequence}
+         LIMIT 1) h
+     WHERE h.st = 'pending' AND h.due <= now()
+),
+locked AS (
+    SELECT o.{outbox.id} AS id
+      FROM {outbox} o
+     WHERE o.{outbox.id} IN (SELECT id FROM heads)
+       AND o.{outbox.state} = 'pending' AND o.{outbox.scheduledAt} <= now()
+     FOR UPDATE SKIP LOCKED
+)
+UPDATE {outbox} t
+   SET {outbox.state} = 'processing',
+       {outbox.claimToken} = gen_random_uuid(),
+       {outbox.claimedAt} = now(),
+       {outbox.leaseExpiresAt} = now() + $2 * interval '1 millisecond',
+       {outbox.updatedAt} = now()
+  FROM locked
+ WHERE t.{outbox.id} = locked.id
+RETURNING t.{outbox.id} AS id, t.{outbox.claimToken} AS claim_token, t.{outbox.topic} AS topic,
+          t.{outbox.key} AS key, t.{outbox.aggregateType} AS aggregate_type,
+          t.{outbox.payload}::text AS payload, t.{outbox.headers}::text AS headers,
+          t.{outbox.attempt} AS attempt, t.{outbox.maxAttempts} AS max_attempts,
+          t.{outbox.sequence} AS sequence
