@@ -7,7 +7,23 @@ use crate::telemetry::OutboxMetrics;
 use queuebox_ports::outbox::OutboxStore;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::time::{Instant, MissedTickBehavior, interval_at};
+use tokio::time::{Instant, MissedTickBehavior, interval_at, sleep_until};
+
+/// The gauge query counts every pending row, so its cost grows with the backlog (0.37 s at a
+/// million pending rows). After a refresh that took `d`, the next one waits at least
+/// `d * GAUGE_COST_RATIO`: the query then takes at most one fiftieth of one database connection's
+/// time, however large the backlog. A fast query (a backlog of up to about 100k rows at the default
+/// five seconds) is never delayed; the values stay exact, only older.
+const GAUGE_COST_RATIO: u32 = 50;
+/// However long the gauge query takes, it runs at least this often.
+const GAUGE_LONGEST_WAIT: Duration = Duration::from_secs(60);
+
+/// When the gauges are read next, after a read at `started` that took `took`.
+pub(crate) fn next_gauge_read(started: Instant, took: Duration, every: Duration) -> Instant {
+    let stretched = took.saturating_mul(GAUGE_COST_RATIO);
+    let wait = every.max(stretched.min(GAUGE_LONGEST_WAIT.max(every)));
+    started + wait
+}
 
 pub(crate) struct Maintenance {
     pub(crate) store: Arc<dyn OutboxStore>,
@@ -28,17 +44,22 @@ impl Maintenance {
         // The first reclaim runs at start: rows a crashed replica left behind move on as soon as
         // their lease has passed, not one interval later.
         let mut reclaim = interval_at(now, self.reclaim_every);
-        let mut gauges = interval_at(now, self.gauges_every);
-        for timer in [&mut renew, &mut reclaim, &mut gauges] {
+        for timer in [&mut renew, &mut reclaim] {
             timer.set_missed_tick_behavior(MissedTickBehavior::Delay);
         }
-        tokio::pin!(stop);
+        let gauges = sleep_until(now);
+        tokio::pin!(stop, gauges);
         loop {
             tokio::select! {
                 _ = &mut stop => return,
                 _ = renew.tick() => self.renew().await,
                 _ = reclaim.tick() => self.reclaim().await,
-                _ = gauges.tick() => self.refresh_gauges().await,
+                _ = &mut gauges => {
+                    let started = Instant::now();
+                    self.refresh_gauges().await;
+                    let next = next_gauge_read(started, started.elapsed(), self.gauges_every);
+                    gauges.as_mut().reset(next);
+                }
             }
         }
     }
@@ -84,5 +105,31 @@ impl Maintenance {
             }
             Err(error) => tracing::warn!(%error, "reading the pending gauges failed"),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_slow_gauge_read_stretches_the_wait_within_bounds() {
+        let at = Instant::now();
+        let every = Duration::from_secs(5);
+        // Fast: the configured interval.
+        assert_eq!(next_gauge_read(at, Duration::from_millis(74), every), at + every);
+        // 0.37 s (a million pending rows): 50 x as long, 18.5 s.
+        assert_eq!(
+            next_gauge_read(at, Duration::from_millis(370), every),
+            at + Duration::from_millis(18_500)
+        );
+        // Very slow: never more than a minute.
+        assert_eq!(
+            next_gauge_read(at, Duration::from_secs(10), every),
+            at + Duration::from_secs(60)
+        );
+        // A configured interval above the minute is kept as it is.
+        let hourly = Duration::from_secs(3600);
+        assert_eq!(next_gauge_read(at, Duration::from_secs(10), hourly), at + hourly);
     }
 }
