@@ -4,7 +4,7 @@
 //!
 //! ```text
 //!  claim (≤ batchSize, one row per aggregate) ──► topic + headers per row ──► one fenced forward
-//!     ▲  full batch: claim again at once; otherwise wait pollIntervalMs
+//!     ▲  any row found: claim again at once; an empty claim waits pollIntervalMs
 //!     └─ between cycles: reclaim expired claims (≤ once per lease/5), oldest-pending gauge
 //! ```
 //!
@@ -76,10 +76,14 @@ impl Relay {
                 self.refresh_gauge().await;
                 next_gauge = Instant::now() + gauge_every;
             }
-            let full = match self.store.claim(batch, self.options.lease).await {
+            // Claim again at once whenever the claim found rows, full batch or not: a claim comes
+            // back short when the oldest pending rows hold few aggregates (a burst of one
+            // aggregate's events), however many rows wait behind them. Only a claim that found
+            // nothing waits for the poll interval.
+            let found = match self.store.claim(batch, self.options.lease).await {
                 Ok(rows) => {
                     self.health.claim_succeeded();
-                    let full = rows.len() >= batch as usize;
+                    let found = !rows.is_empty();
                     if !rows.is_empty() {
                         let outcome = forward::forward_batch(
                             self.store.as_ref(),
@@ -91,7 +95,7 @@ impl Relay {
                         .await;
                         tracing::debug!(?outcome, "relay batch done");
                     }
-                    full
+                    found
                 }
                 Err(error) => {
                     tracing::warn!(%error, "claiming inbox rows failed");
@@ -100,7 +104,7 @@ impl Relay {
                     false
                 }
             };
-            if full {
+            if found {
                 continue;
             }
             tokio::select! {

@@ -371,6 +371,38 @@ async fn a_full_batch_is_followed_by_a_claim_at_once() {
 }
 
 #[tokio::test]
+async fn a_claim_that_returned_rows_is_followed_by_another_at_once_even_when_not_full() {
+    // Rows of one aggregate in a burst fill the claim's window with few heads, so claims come back
+    // short of a batch while thousands of rows wait: the relay must claim again at once, and wait
+    // the poll interval only after a claim that found nothing.
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let claims = Arc::new(AtomicUsize::new(0));
+    let counted = Arc::clone(&claims);
+    let mut store = MockStore::new();
+    store.expect_claim().returning(move |_, _| {
+        // Three short batches of one row, then empty ones.
+        let n = counted.fetch_add(1, Ordering::SeqCst);
+        Ok(if n < 3 {
+            vec![row("stripe", Some("a"))]
+        } else {
+            Vec::new()
+        })
+    });
+    store
+        .expect_forward()
+        .returning(|rows| Ok(vec![true; rows.len()]));
+    store.expect_reclaim_expired().returning(|| Ok(0));
+    store
+        .expect_oldest_pending_age()
+        .returning(|| Ok(Duration::ZERO));
+    let mut options = options();
+    // Longer than run_until's deadline: a wait after any of the short claims fails the test.
+    options.poll_interval = Duration::from_secs(60);
+    let relay = Relay::new(Arc::new(store), topics(), options);
+    run_until(relay, || claims.load(Ordering::SeqCst) >= 4).await;
+}
+
+#[tokio::test]
 async fn a_batch_the_outbox_refuses_is_forwarded_row_by_row_and_a_too_long_topic_goes_dead() {
     let seen = Arc::new(Mutex::new(Seen::default()));
     let good = row("stripe", Some("a"));
