@@ -182,4 +182,21 @@ ticks_postgres() {
   [ -n "$pm" ] && total=$((total + $(awk '{print $16+$17}' "/proc/$pm/stat")))
   echo "$total"
 }
+# "pid:ticks" of every backend connected to database $1 (QueueBox's pooled sessions). On a shared
+# machine ticks_postgres also counts other databases' backends; this does not. Backends that exit
+# during the window are lost from it (the pool keeps its sessions for the whole run).
+ticks_db_list() {
+  local p
+  for p in $(psql -X -A -t -q -d postgres -c "SELECT pid FROM pg_stat_activity WHERE datname = '$1'"); do
+    echo "$p:$(awk '{print $14+$15}' "/proc/$p/stat" 2>/dev/null || echo 0)"
+  done
+}
+# ticks spent between two ticks_db_list snapshots ($1 before, $2 after; a pid new in $2 counts whole)
+ticks_db_delta() {
+  awk -v before="$1" -v after="$2" 'BEGIN {
+    n = split(before, b, " "); for (i = 1; i <= n; i++) { split(b[i], kv, ":"); t0[kv[1]] = kv[2] }
+    n = split(after, a, " "); total = 0
+    for (i = 1; i <= n; i++) { split(a[i], kv, ":"); total += kv[2] - ((kv[1] in t0) ? t0[kv[1]] : 0) }
+    print total }'
+}
 ticks_machine() { awk '/^cpu /{print $2+$3+$4+$5+$6+$7+$8, $5+$6}' /proc/stat; }  # total idle

@@ -85,6 +85,7 @@ for run in $(seq 1 "$total_runs"); do
   t_ready=$(date +%s.%N)
   idle_mem=$(mem "$QB_PID")
   q0=$(ticks_pid "$QB_PID"); m0=($(ticks_machine)); p0=$(ticks_postgres); r0=$(ticks_pid "$RECV_PID")
+  d0=$(ticks_db_list "$RUNDB" | tr '\n' ' ')
   deadline=$((SECONDS + RUN_TIMEOUT)); snap=0; count=0
   while :; do
     count=$(recv /stats | field count)
@@ -97,6 +98,8 @@ for run in $(seq 1 "$total_runs"); do
   done
   t_done=$(date +%s.%N)
   q1=$(ticks_pid "$QB_PID"); m1=($(ticks_machine)); p1=$(ticks_postgres); r1=$(ticks_pid "$RECV_PID")
+  d1=$(ticks_db_list "$RUNDB" | tr '\n' ' ')
+  db_ticks=$(ticks_db_delta "$d0" "$d1")
   peak_mem=$(mem "$QB_PID")
   hot_sent=""
   if [ "$KIND" = hot ]; then
@@ -117,6 +120,10 @@ for run in $(seq 1 "$total_runs"); do
   line+=" start_to_ready_ms=$(echo "($t_ready - $t_exec) * 1000" | bc -l | cut -d. -f1)"
   line+=" cpu_qb=$(cpu "$q1 - $q0")% cpu_pg=$(cpu "$p1 - $p0")% cpu_recv=$(cpu "$r1 - $r0")%"
   line+=" cpu_machine=$(( mtot > 0 ? 100 * (mtot - midle) / mtot : 0 ))%"
+  # CPU per delivered message: QueueBox, and the backends of this run's database only (robust on a
+  # shared machine, where cpu_pg also counts other databases' work)
+  line+=" cpu_pg_rundb=$(cpu "$db_ticks")% us_per_msg_qb=$(echo "1000000 * ($q1 - $q0) / ($HZ * $TARGET)" | bc)"
+  line+=" us_per_msg_pg_rundb=$(echo "1000000 * $db_ticks / ($HZ * $TARGET)" | bc)"
   line+=" idle_$(echo "$idle_mem" | sed 's/ VmHWM.*//') end_${peak_mem// / end_}"
   line+=" duplicates=$(echo "$stats" | field duplicates) out_of_order=$(echo "$stats" | field out_of_order)"
   [ -n "$left" ] && line+=" not_sent_after=$left"
