@@ -144,10 +144,7 @@ impl OutboxStore for PgOutboxStore {
         let mut rows = Vec::with_capacity(limit as usize);
         // Keys this replica just freed go first, but take at most half of the limit: the walk below
         // always gets the other half, so its rotation over every ready key keeps moving.
-        let released = request
-            .released_keys
-            .len()
-            .min(limit.div_ceil(2) as usize);
+        let released = request.released_keys.len().min(limit.div_ceil(2) as usize);
         self.claim_released(
             connection,
             &request.released_keys[..released],

@@ -117,7 +117,10 @@ mod tests {
         let at = Instant::now();
         let every = Duration::from_secs(5);
         // Fast: the configured interval.
-        assert_eq!(next_gauge_read(at, Duration::from_millis(74), every), at + every);
+        assert_eq!(
+            next_gauge_read(at, Duration::from_millis(74), every),
+            at + every
+        );
         // 0.37 s (a million pending rows): 50 x as long, 18.5 s.
         assert_eq!(
             next_gauge_read(at, Duration::from_millis(370), every),
@@ -130,6 +133,9 @@ mod tests {
         );
         // A configured interval above the minute is kept as it is.
         let hourly = Duration::from_secs(3600);
-        assert_eq!(next_gauge_read(at, Duration::from_secs(10), hourly), at + hourly);
+        assert_eq!(
+            next_gauge_read(at, Duration::from_secs(10), hourly),
+            at + hourly
+        );
     }
 }
