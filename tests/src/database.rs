@@ -72,6 +72,16 @@ impl TestDatabase {
             .expect("connect to the test database")
     }
 
+    /// A small pool on this database, for helpers that query through `&self` inside
+    /// `wait_until` closures.
+    pub async fn pool(&self) -> sqlx::PgPool {
+        sqlx::postgres::PgPoolOptions::new()
+            .max_connections(2)
+            .connect(&self.url)
+            .await
+            .expect("connect to the test database")
+    }
+
     /// Runs SQL text (several statements allowed) on this database.
     pub async fn execute(&self, sql: &str) {
         let mut connection = self.connect().await;

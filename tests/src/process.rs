@@ -124,6 +124,11 @@ impl QueueBox {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
+    /// What the process wrote to stdout so far.
+    pub fn stdout(&self) -> String {
+        std::fs::read_to_string(self.log.with_extension("out")).unwrap_or_default()
+    }
+
     /// Waits until `GET http://127.0.0.1:<port>/health/live` answers 200, or panics with the log.
     pub async fn wait_live(&mut self, port: u16, deadline: Duration) {
         let url = format!("http://127.0.0.1:{port}/health/live");

@@ -55,6 +55,19 @@ pub enum Answer {
         /// The `Location` header value.
         location: String,
     },
+    /// `status` with a fixed JSON body (a token endpoint, for example).
+    Json {
+        /// The status.
+        status: u16,
+        /// The body text.
+        body: String,
+    },
+    /// `status` with a body that repeats the request the way a careless server does: every
+    /// header line, every header value on its own with no name before it, and the request body.
+    Echo {
+        /// The status.
+        status: u16,
+    },
 }
 
 /// The answer, plus how long to wait before giving it.
@@ -95,6 +108,19 @@ impl Policy {
             status: 302,
             location: location.to_owned(),
         })
+    }
+
+    /// `status` with the JSON text `body`.
+    pub fn json(status: u16, body: &str) -> Self {
+        Self::answer(Answer::Json {
+            status,
+            body: body.to_owned(),
+        })
+    }
+
+    /// `status` with a body that echoes the request's headers and body (see [`Answer::Echo`]).
+    pub fn echo(status: u16) -> Self {
+        Self::answer(Answer::Echo { status })
     }
 
     /// Any [`Answer`], at once.
@@ -337,9 +363,9 @@ async fn handle(
         Err(_) => return Ok(plain(StatusCode::BAD_REQUEST)),
     };
 
-    let (status, location, delay, held) = {
+    let (choice, delay, held) = {
         let mut state = lock(&state);
-        let (status, location) = choose(&mut state);
+        let choice = choose(&mut state);
         let index = state.requests.len();
         state.requests.push(Recorded {
             index,
@@ -347,10 +373,18 @@ async fn handle(
             path,
             headers,
             body,
-            status,
+            status: choice.status,
             arrived,
         });
-        (status, location, state.policy.delay, state.policy.held)
+        let body = match choice.body {
+            Body::Echo => Body::Text(echo(&state.requests[index])),
+            other => other,
+        };
+        (
+            Choice { body, ..choice },
+            state.policy.delay,
+            state.policy.held,
+        )
     };
 
     if held {
@@ -360,8 +394,12 @@ async fn handle(
     if !delay.is_zero() {
         tokio::time::sleep(delay).await;
     }
-    let mut response = plain(StatusCode::from_u16(status).unwrap_or(StatusCode::OK));
-    if let Some(location) = location
+    let status = StatusCode::from_u16(choice.status).unwrap_or(StatusCode::OK);
+    let mut response = match choice.body {
+        Body::Text(text) => with_body(status, Bytes::from(text)),
+        Body::Empty | Body::Echo => plain(status),
+    };
+    if let Some(location) = choice.location
         && let Ok(value) = location.parse()
     {
         response
@@ -371,13 +409,48 @@ async fn handle(
     Ok(response)
 }
 
-/// The status (and `Location`) of the next request.
-fn choose(state: &mut State) -> (u16, Option<String>) {
+/// The body of an answer.
+enum Body {
+    /// The default `{}`.
+    Empty,
+    /// A fixed text.
+    Text(String),
+    /// The request echoed back (built once the request is recorded).
+    Echo,
+}
+
+/// What the receiver answers to one request.
+struct Choice {
+    status: u16,
+    location: Option<String>,
+    body: Body,
+}
+
+/// The echo of [`Answer::Echo`]: header lines, then the header values alone, then the body.
+fn echo(request: &Recorded) -> String {
+    let mut text = format!("you sent {} {}\n", request.method, request.path);
+    for (name, value) in &request.headers {
+        text.push_str(&format!("{name}: {value}\n"));
+    }
+    let values: Vec<&str> = request.headers.iter().map(|(_, v)| v.as_str()).collect();
+    text.push_str(&format!("values | {} |\n", values.join(" | ")));
+    text.push_str("body ");
+    text.push_str(&String::from_utf8_lossy(&request.body));
+    text
+}
+
+/// The status, `Location` and body of the next request.
+fn choose(state: &mut State) -> Choice {
     let position = state.answered;
     state.answered += 1;
+    let status = |status: u16| Choice {
+        status,
+        location: None,
+        body: Body::Empty,
+    };
     match &state.policy.answer {
-        Answer::Status(status) => (*status, None),
-        Answer::Sequence { statuses, then } => (*statuses.get(position).unwrap_or(then), None),
+        Answer::Status(code) => status(*code),
+        Answer::Sequence { statuses, then } => status(*statuses.get(position).unwrap_or(then)),
         Answer::RandomFailures {
             rate,
             failure,
@@ -386,17 +459,35 @@ fn choose(state: &mut State) -> (u16, Option<String>) {
         } => {
             let (rate, failure, success) = (*rate, *failure, *success);
             if state.random.next_f64() < rate {
-                (failure, None)
+                status(failure)
             } else {
-                (success, None)
+                status(success)
             }
         }
-        Answer::Redirect { status, location } => (*status, Some(location.clone())),
+        Answer::Redirect {
+            status: code,
+            location,
+        } => Choice {
+            location: Some(location.clone()),
+            ..status(*code)
+        },
+        Answer::Json { status: code, body } => Choice {
+            body: Body::Text(body.clone()),
+            ..status(*code)
+        },
+        Answer::Echo { status: code } => Choice {
+            body: Body::Echo,
+            ..status(*code)
+        },
     }
 }
 
 fn plain(status: StatusCode) -> Response<Full<Bytes>> {
-    let mut response = Response::new(Full::new(Bytes::from_static(b"{}")));
+    with_body(status, Bytes::from_static(b"{}"))
+}
+
+fn with_body(status: StatusCode, body: Bytes) -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(body));
     *response.status_mut() = status;
     response.headers_mut().insert(
         hyper::header::CONTENT_TYPE,
@@ -463,6 +554,29 @@ mod tests {
         assert_eq!(seen[2].header("x-test"), Some("yes"));
         assert_eq!(seen[2].json()["n"], 2);
         assert!(seen[2].succeeded() && !seen[0].succeeded());
+    }
+
+    #[tokio::test]
+    async fn echo_and_json_answers() {
+        let receiver = Receiver::start(Policy::echo(500)).await;
+        let response = crate::http()
+            .post(format!("{}/e", receiver.url()))
+            .header("X-Secret-Thing", "v4lue")
+            .body("payload-text")
+            .send()
+            .await
+            .expect("post");
+        assert_eq!(response.status().as_u16(), 500);
+        let text = response.text().await.expect("body");
+        assert!(text.starts_with("you sent POST /e\n"), "{text}");
+        assert!(text.contains("x-secret-thing: v4lue\n"), "{text}");
+        assert!(text.contains("| v4lue |"), "{text}");
+        assert!(text.ends_with("body payload-text"), "{text}");
+
+        receiver.set_policy(Policy::json(200, r#"{"ok":true}"#));
+        let response = crate::http().get(receiver.url()).send().await.expect("get");
+        assert_eq!(response.status().as_u16(), 200);
+        assert_eq!(response.text().await.expect("body"), r#"{"ok":true}"#);
     }
 
     #[tokio::test]

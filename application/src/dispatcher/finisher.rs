@@ -101,10 +101,31 @@ fn count(write: &FencedFinish, changed: bool, metrics: &OutboxMetrics) {
         }
         return;
     }
-    match write.finish {
-        Finish::Sent => metrics.sent.increment(1),
-        Finish::Retry { .. } => metrics.failed.increment(1),
-        Finish::Dead { .. } => metrics.dead.increment(1),
+    // The reasons are already redacted; `escape_debug` keeps a receiver's multi-line answer on one
+    // log line, so an echoed body cannot forge lines of its own.
+    match &write.finish {
+        Finish::Sent => {
+            metrics.sent.increment(1);
+            tracing::debug!(id = %write.id, "row sent");
+        }
+        Finish::Retry {
+            attempt,
+            delay,
+            error,
+        } => {
+            metrics.failed.increment(1);
+            tracing::warn!(
+                id = %write.id,
+                attempt,
+                retry_in_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
+                reason = %error.escape_debug(),
+                "delivery failed; the row will be tried again"
+            );
+        }
+        Finish::Dead { error } => {
+            metrics.dead.increment(1);
+            tracing::warn!(id = %write.id, reason = %error.escape_debug(), "row moved to dead");
+        }
         Finish::Release => {}
     }
 }
