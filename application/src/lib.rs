@@ -9,5 +9,6 @@ pub mod health;
 pub mod ingest;
 pub mod lifecycle;
 pub mod relay;
+pub mod replay;
 pub mod telemetry;
 pub mod worker_health;

@@ -5,6 +5,7 @@ use queuebox_ports::database::{DatabaseKind, DatabaseOptions};
 use queuebox_ports::health::HealthCheck;
 use queuebox_ports::inbox::{InboxStore, RelayStore};
 use queuebox_ports::outbox::OutboxStore;
+use queuebox_ports::replay::ReplayStore;
 use std::sync::Arc;
 
 /// An open, prepared database of one of the compiled-in kinds.
@@ -57,6 +58,14 @@ impl Database {
         match self {
             #[cfg(feature = "postgres")]
             Database::Postgres(db) => Arc::new(db.relay_store()),
+        }
+    }
+
+    /// The outbox table, for replay.
+    pub fn replay_store(&self) -> Arc<dyn ReplayStore> {
+        match self {
+            #[cfg(feature = "postgres")]
+            Database::Postgres(db) => Arc::new(db.replay_store()),
         }
     }
 

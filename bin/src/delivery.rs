@@ -93,15 +93,20 @@ pub async fn route_table(settings: &Settings) -> anyhow::Result<RouteTable> {
             publisher,
         });
     }
-    let routes: Vec<RouteSpec> = settings
+    RouteTable::new(&route_specs(settings), destinations).context("routes")
+}
+
+/// The configured routes in list order, as the router takes them; the dispatcher and replay
+/// build their routers from this one list so they decide a topic's destination alike.
+pub fn route_specs(settings: &Settings) -> Vec<RouteSpec> {
+    settings
         .routes
         .iter()
         .map(|route| RouteSpec {
             topic_pattern: route.topic_pattern.clone(),
             destination: route.destination.clone(),
         })
-        .collect();
-    RouteTable::new(&routes, destinations).context("routes")
+        .collect()
 }
 
 fn http_auth(auth: Option<&OutboundAuth>) -> HttpAuth {

@@ -4,6 +4,7 @@
 //! compiled-in backends (cargo features `postgres`, `sqlserver`, `rabbitmq`, `kafka`, `nats`) and wires
 //! the adapters to the application.
 
+pub mod admin;
 pub mod backends;
 pub mod cli;
 pub mod database;

@@ -1,5 +1,6 @@
 //! `queuebox serve`: start every part in order, run until a stop signal, stop in the documented order.
 
+use crate::admin;
 use crate::database::Database;
 use crate::delivery;
 use crate::ingest;
@@ -88,6 +89,7 @@ pub async fn run(
         }
     }
 
+    let admin_routes = admin::routes(&settings, &database)?;
     let server = HttpServer::start(
         listeners,
         ServerOptions {
@@ -99,6 +101,7 @@ pub async fn run(
         },
         Arc::new(health),
         metrics,
+        admin_routes,
     )
     .await?;
     tracing::info!(

@@ -13,3 +13,4 @@ pub mod outbox;
 pub mod publish;
 pub mod retention;
 pub mod transform;
+pub mod replay;

@@ -1,7 +1,7 @@
 //! Rules that run before every data-port route: refuse while stopping, cap the body.
 
+use crate::request_parts::declared_length;
 use crate::responses;
-use salvo::http::header::CONTENT_LENGTH;
 use salvo::http::{ParseError, StatusCode};
 use salvo::prelude::*;
 use std::sync::Arc;
@@ -48,12 +48,7 @@ impl Handler for BodyLimit {
         res: &mut Response,
         ctrl: &mut FlowCtrl,
     ) {
-        let declared = req
-            .headers()
-            .get(CONTENT_LENGTH)
-            .and_then(|value| value.to_str().ok())
-            .and_then(|value| value.trim().parse::<u64>().ok());
-        let too_large = match declared {
+        let too_large = match declared_length(req) {
             Some(length) => length > self.max_bytes as u64,
             None => matches!(
                 req.payload_with_max_size(self.max_bytes).await,

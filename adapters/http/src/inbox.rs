@@ -5,6 +5,7 @@
 //! filter, correlation id, JSON, extraction, store) is the pipeline's job, so broker sources
 //! share it.
 
+use crate::request_parts::header_pairs;
 use crate::responses;
 use queuebox_ports::ingest::{Ingest, IngestOutcome, Ingested, Received, Rejection};
 use salvo::http::header::{HeaderName, HeaderValue, RETRY_AFTER};
@@ -97,16 +98,7 @@ impl Handler for InboxHandler {
                 return;
             }
         };
-        let headers = req
-            .headers()
-            .iter()
-            .map(|(name, value)| {
-                (
-                    name.as_str().to_owned(),
-                    String::from_utf8_lossy(value.as_bytes()).into_owned(),
-                )
-            })
-            .collect();
+        let headers = header_pairs(req);
         let ingested = self
             .ingest
             .ingest(&source, Received { headers, body })

@@ -6,14 +6,17 @@
 //! This crate calls the application only through port traits; it never depends on the application or
 //! another adapter.
 
+mod admin;
 mod guards;
 mod health;
 mod inbox;
 mod metrics;
+mod request_parts;
 mod responses;
 mod root;
 mod server;
 
+pub use admin::AdminRoutes;
 pub use inbox::{InboxRoute, InboxRoutes};
 pub use metrics::MetricsRender;
 pub use server::{HttpServer, HttpServerError, Listeners, ServerOptions};

@@ -1,5 +1,6 @@
 //! Binding the data and management ports and stopping them in order.
 
+use crate::admin::{self, AdminRoutes};
 use crate::guards::{BodyLimit, RefuseWhileStopping};
 use crate::health::{Live, Ready};
 use crate::inbox::{self, InboxRoutes};
@@ -73,22 +74,28 @@ fn operational_routes(
 
 impl HttpServer {
     /// Starts serving. The data port serves `GET /` and one inbox route per HTTP source. Without a
-    /// management listener, the health and metrics routes are on the data port too; with one,
-    /// they are only there and the data port answers 404 for them.
+    /// management listener, the health, metrics and admin routes are on the data port too; with
+    /// one, they are only there and the data port answers 404 for them. `admin` is `None` when
+    /// `admin.enabled` is false: the admin paths then answer 404 everywhere.
     pub async fn start(
         listeners: Listeners,
         options: ServerOptions,
         inbox: InboxRoutes,
         readiness: Arc<dyn Readiness>,
         metrics: MetricsRender,
+        admin: Option<AdminRoutes>,
     ) -> Result<Self, HttpServerError> {
         let stopping = Arc::new(AtomicBool::new(false));
+        let mut admin_router = admin.map(admin::router);
 
         let mut data_router = Router::new()
             .get(Root)
             .push(inbox::router(inbox, options.max_body_bytes));
         if listeners.management.is_none() {
             data_router = operational_routes(data_router, &readiness, &metrics);
+            if let Some(router) = admin_router.take() {
+                data_router = data_router.push(router);
+            }
         }
 
         let mut handles = Vec::new();
@@ -125,7 +132,10 @@ impl HttpServer {
                             source,
                         })?,
                 );
-            let router = operational_routes(Router::new(), &readiness, &metrics);
+            let mut router = operational_routes(Router::new(), &readiness, &metrics);
+            if let Some(admin_router) = admin_router.take() {
+                router = router.push(admin_router);
+            }
             let (handle, task) = serve(listener, Service::new(router), "management port").await?;
             handles.push(handle);
             tasks.push(task);

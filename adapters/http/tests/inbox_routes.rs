@@ -84,6 +84,7 @@ async fn serve(ingest: Arc<Scripted>) -> HttpServer {
         },
         Arc::new(AlwaysReady),
         Arc::new(String::new),
+        None,
     )
     .await
     .unwrap()

@@ -114,6 +114,11 @@ impl PostgresDatabase {
         )
     }
 
+    /// The outbox table as replay moves rows back to pending.
+    pub fn replay_store(&self) -> crate::replay_store::PgReplayStore {
+        crate::replay_store::PgReplayStore::new(self.pool.clone(), Arc::clone(&self.statements))
+    }
+
     /// The rendered statements.
     pub fn statements(&self) -> &Statements {
         &self.statements

@@ -22,6 +22,7 @@ mod pool;
 mod pool_metrics;
 mod relay_store;
 mod retention_store;
+mod replay_store;
 mod statements;
 mod store_support;
 
@@ -37,4 +38,5 @@ pub use outbox_store::PgOutboxStore;
 pub use pool::{Pool, PooledConnection};
 pub use relay_store::PgRelayStore;
 pub use retention_store::PgRetentionStore;
+pub use replay_store::PgReplayStore;
 pub use statements::{Statements, has_placeholder};

@@ -13,7 +13,7 @@ use sqlx::{AssertSqlSafe, SqlStr};
 use crate::error::PostgresError;
 
 /// (name, template) of every statement; the name is the file stem under `queries/`.
-const TEMPLATES: [(&str, &str); 20] = [
+const TEMPLATES: [(&str, &str); 22] = [
     ("ping", include_str!("../queries/ping.sql")),
     (
         "table_columns",
@@ -76,6 +76,11 @@ const TEMPLATES: [(&str, &str); 20] = [
         "retention_inbox_age",
         include_str!("../queries/retention_inbox_age.sql"),
     ),
+    (
+        "replay_candidates",
+        include_str!("../queries/replay_candidates.sql"),
+    ),
+    ("replay_move", include_str!("../queries/replay_move.sql")),
 ];
 
 /// The rendered statements. Cloning a [`SqlStr`] is cheap (shared text).
@@ -121,6 +126,10 @@ pub struct Statements {
     pub retention_outbox_count: SqlStr,
     /// Retention: delete one batch of old processed or dead inbox rows.
     pub retention_inbox_age: SqlStr,
+    /// One page of sent and dead outbox rows a replay filter selects, from a cursor, in id order.
+    pub replay_candidates: SqlStr,
+    /// Move a page of replayed rows back to pending.
+    pub replay_move: SqlStr,
 }
 
 impl Statements {
@@ -155,6 +164,8 @@ impl Statements {
             retention_outbox_age,
             retention_outbox_count,
             retention_inbox_age,
+            replay_candidates,
+            replay_move,
         ] = TEMPLATES.map(|(name, template)| render_template(name, template, names));
         Ok(Self {
             ping: ping?,
@@ -177,6 +188,8 @@ impl Statements {
             retention_outbox_age: retention_outbox_age?,
             retention_outbox_count: retention_outbox_count?,
             retention_inbox_age: retention_inbox_age?,
+            replay_candidates: replay_candidates?,
+            replay_move: replay_move?,
         })
     }
 
@@ -203,6 +216,8 @@ impl Statements {
             &self.retention_outbox_age,
             &self.retention_outbox_count,
             &self.retention_inbox_age,
+            &self.replay_candidates,
+            &self.replay_move,
         ]
         .into_iter()
         .zip(TEMPLATES)

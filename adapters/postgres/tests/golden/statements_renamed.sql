@@ -377,3 +377,30 @@ DELETE FROM "qb_inbox" t
  WHERE t."id" = doomed.id
    AND t."state" IN ('processed', 'dead');
 
+-- replay_candidates
+SELECT o."id" AS id, o."topic" AS topic
+  FROM "qb_outbox" o
+ WHERE o."state" IN ('sent', 'dead')
+   AND o."id" >= $1::uuid
+   AND (o."id" <> $1::uuid OR $2::boolean)
+   AND ($3::uuid[] IS NULL OR o."id" = ANY($3::uuid[]))
+   AND ($4::text IS NULL OR o."topic" = $4::text)
+   AND ($5::text[] IS NULL OR o."topic" = ANY($5::text[]))
+   AND ($6::timestamptz IS NULL OR o."created_at" > $6::timestamptz)
+   AND ($7::timestamptz IS NULL OR o."created_at" < $7::timestamptz)
+ ORDER BY o."id"
+ LIMIT $8;
+
+-- replay_move
+UPDATE "qb_outbox"
+   SET "state" = 'pending',
+       "attempt" = 0,
+       "scheduled_at" = now(),
+       "last_error" = NULL,
+       "claimed_at" = NULL,
+       "claim_token" = NULL,
+       "lease_expires_at" = NULL,
+       "updated_at" = now()
+ WHERE "id" = ANY($1::uuid[])
+   AND "state" IN ('sent', 'dead');
+

@@ -1,0 +1,41 @@
+//! Wiring of the admin routes: the credential check of `admin.auth` and the replay use case over
+//! the outbox table and the configured routes.
+
+use crate::database::Database;
+use crate::delivery::route_specs;
+use crate::ingest::credential_check;
+use anyhow::Context as _;
+use queuebox_application::replay::{DEFAULT_REPLAY_BATCH, ReplayService};
+use queuebox_config::Settings;
+use queuebox_domain::router::Router;
+use queuebox_http::AdminRoutes;
+use std::sync::Arc;
+
+/// The admin routes, or `None` when `admin.enabled` is false (their paths then answer 404).
+///
+/// # Errors
+/// The routes do not compile (the configuration loader checks them first, so this is a last
+/// guard).
+pub fn routes(settings: &Settings, database: &Database) -> anyhow::Result<Option<AdminRoutes>> {
+    let admin = &settings.admin;
+    if !admin.enabled {
+        return Ok(None);
+    }
+    // The loader refuses `enabled` without `auth` unless `insecure` is set; say so loudly.
+    if admin.auth.is_none() {
+        tracing::warn!(
+            "admin.insecure is true: the admin routes accept requests without credentials"
+        );
+    }
+    let router = Router::new(
+        &route_specs(settings),
+        settings.destinations.keys().map(String::as_str),
+    )
+    .context("routes")?;
+    let replay = ReplayService::new(database.replay_store(), router, DEFAULT_REPLAY_BATCH);
+    Ok(Some(AdminRoutes {
+        auth: admin.auth.as_ref().map(credential_check),
+        max_payload_bytes: admin.max_payload_bytes,
+        replay: Arc::new(replay),
+    }))
+}
