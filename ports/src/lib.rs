@@ -11,6 +11,6 @@ pub mod ingest;
 pub mod metrics;
 pub mod outbox;
 pub mod publish;
+pub mod replay;
 pub mod retention;
 pub mod transform;
-pub mod replay;

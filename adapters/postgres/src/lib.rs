@@ -21,8 +21,8 @@ mod outbox_store;
 mod pool;
 mod pool_metrics;
 mod relay_store;
-mod retention_store;
 mod replay_store;
+mod retention_store;
 mod statements;
 mod store_support;
 
@@ -37,6 +37,6 @@ pub use migrations::{Migration, migration_files};
 pub use outbox_store::PgOutboxStore;
 pub use pool::{Pool, PooledConnection};
 pub use relay_store::PgRelayStore;
-pub use retention_store::PgRetentionStore;
 pub use replay_store::PgReplayStore;
+pub use retention_store::PgRetentionStore;
 pub use statements::{Statements, has_placeholder};
