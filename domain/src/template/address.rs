@@ -363,9 +363,9 @@ mod tests {
         assert!(matches!(literal.render(&row), Ok(Cow::Borrowed("orders"))));
         let keyed = Address::new("d", AddressField::Topic, "{{ topic }}.{{ key }}", None).unwrap();
         assert_eq!(keyed.render(&row).unwrap(), "t.k");
-        assert!(!row.payload_parsed());
+        assert_eq!(row.payload_reads(), 0);
         let by_payload = Address::new("d", AddressField::Topic, "{{ data.region }}", None).unwrap();
         assert_eq!(by_payload.render(&row).unwrap(), "eu");
-        assert!(row.payload_parsed());
+        assert_eq!(row.payload_reads(), 1);
     }
 }

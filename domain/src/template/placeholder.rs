@@ -49,7 +49,7 @@ impl RowPlaceholder {
             Self::Payload(path) => {
                 return row
                     .payload_field(path)
-                    .map(|value| push_value(out, value))
+                    .map(|value| push_value(out, &value))
                     .is_some();
             }
         };
@@ -71,6 +71,8 @@ pub(crate) enum Piece {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct RowTemplate {
     pieces: Vec<Piece>,
+    /// The bytes of literal text, so a render allocates its output once in the common case.
+    literal_len: usize,
 }
 
 impl RowTemplate {
@@ -84,8 +86,18 @@ impl RowTemplate {
                     .filter(&accept)
                     .map_or(Piece::Unknown, Piece::Field),
             })
-            .collect();
-        Self { pieces }
+            .collect::<Vec<_>>();
+        let literal_len = pieces
+            .iter()
+            .map(|piece| match piece {
+                Piece::Literal(text) => text.len(),
+                _ => 0,
+            })
+            .sum();
+        Self {
+            pieces,
+            literal_len,
+        }
     }
 
     /// The text when the template has no placeholder at all: it renders the same for every row.
@@ -99,15 +111,8 @@ impl RowTemplate {
 
     /// Renders for `row`; a field the row lacks and an unknown name both render `missing`.
     pub(crate) fn render(&self, row: &RowFields<'_>, missing: &str) -> String {
-        let literal_len: usize = self
-            .pieces
-            .iter()
-            .map(|piece| match piece {
-                Piece::Literal(text) => text.len(),
-                _ => 0,
-            })
-            .sum();
-        let mut out = String::with_capacity(literal_len + 16);
+        // Room for the literals and a typical field or two.
+        let mut out = String::with_capacity(self.literal_len + 32);
         for piece in &self.pieces {
             match piece {
                 Piece::Literal(text) => out.push_str(text),
