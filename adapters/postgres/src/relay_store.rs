@@ -13,6 +13,7 @@ use queuebox_ports::outbox::StoreError;
 use sqlx::postgres::PgRow;
 use sqlx::{Connection, Row};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 use uuid::Uuid;
 
@@ -20,6 +21,13 @@ use uuid::Uuid;
 /// bound (or ten times its batch, if more) and picks the aggregate heads among them; the bound keeps
 /// its cost flat however large the backlog grows.
 const MIN_SCAN: u32 = 1_000;
+
+/// How far the window may widen: up to this many times the base bound. A claim that comes back short
+/// of its limit doubles the window of the next one; a full claim halves it, back to the base. When the
+/// oldest rows are bursts of a few aggregates (a hundred events of one customer in a row), the base
+/// window holds only a few heads, and each claim moved only those; the wider window finds the heads
+/// of more aggregates per claim, while a claim's cost stays bounded by the widest window.
+const MAX_WINDOW_GROWTH: u32 = 32;
 
 /// Rows claimed before leases existed have none: their lease counts from the claim time with the
 /// longest lease QueueBox gave by default (five minutes).
@@ -31,6 +39,8 @@ pub struct PgRelayStore {
     statements: Arc<Statements>,
     /// The configured inbox table name: the key of the relay claim lock.
     table: String,
+    /// The factor (1 to MAX_WINDOW_GROWTH) by which the next claim widens its window.
+    window_growth: AtomicU32,
 }
 
 impl PgRelayStore {
@@ -40,6 +50,7 @@ impl PgRelayStore {
             pool,
             statements,
             table: inbox_table,
+            window_growth: AtomicU32::new(1),
         }
     }
 
@@ -58,7 +69,11 @@ impl PgRelayStore {
 impl RelayStore for PgRelayStore {
     async fn claim(&self, limit: u32, lease: Duration) -> Result<Vec<RelayRow>, StoreError> {
         let limit = limit.max(1);
-        let scan = limit.saturating_mul(10).max(MIN_SCAN);
+        let growth = self.window_growth.load(Ordering::Relaxed).max(1);
+        let scan = limit
+            .saturating_mul(10)
+            .max(MIN_SCAN)
+            .saturating_mul(growth);
         let mut connection = self.connection("relay claim").await?;
         let mut transaction = connection
             .begin()
@@ -81,6 +96,12 @@ impl RelayStore for PgRelayStore {
             .commit()
             .await
             .map_err(|e| store_error("relay claim", e))?;
+        let next = if rows.len() < limit as usize {
+            growth.saturating_mul(2).min(MAX_WINDOW_GROWTH)
+        } else {
+            (growth / 2).max(1)
+        };
+        self.window_growth.store(next, Ordering::Relaxed);
         rows.iter().map(relay_row).collect()
     }
 

@@ -538,3 +538,53 @@ async fn a_stuck_aggregate_with_a_long_backlog_does_not_stall_the_others() {
     assert_eq!(ids(&f.claim(10).await), [b, n]);
     f.done().await;
 }
+
+/// Bursts: each aggregate's rows are consecutive, so the oldest rows hold few aggregates. Claims that
+/// come back short widen the window of the next, so a relay that forwards what it claimed and claims
+/// again reaches the heads of more aggregates per claim, in each aggregate's order.
+#[tokio::test]
+async fn short_claims_widen_the_window_so_bursts_of_few_aggregates_still_fill_claims() {
+    let mut f = Fixture::new().await;
+    // 40 aggregates of 250 consecutive rows: the base window (1,000 rows) holds 4 aggregates.
+    f.exec(
+        "INSERT INTO inbox (source, idempotency_key, aggregate_id, event_type, payload, created_at) \
+         SELECT 'stripe', 'k-' || n, 'a-' || lpad(((n - 1) / 250)::text, 2, '0'), 't', '{}', \
+                now() - interval '1 hour' + n * interval '1 millisecond' \
+           FROM generate_series(1, 10000) AS n",
+    )
+    .await;
+    let mut sizes = Vec::new();
+    let mut last_seen: HashMap<String, i64> = HashMap::new();
+    for _ in 0..6 {
+        let rows = f.claim(40).await;
+        sizes.push(rows.len());
+        for row in &rows {
+            let aggregate = row
+                .aggregate_id
+                .clone()
+                .expect("every row has an aggregate");
+            let n: i64 = row.idempotency_key[2..].parse().expect("k-<n>");
+            if let Some(before) = last_seen.insert(aggregate.clone(), n) {
+                assert!(n > before, "{aggregate}: row {n} after row {before}");
+            }
+        }
+        let writes: Vec<ForwardedRow> = rows.iter().map(forwarded).collect();
+        assert_eq!(
+            f.store.forward(&writes).await.expect("forward"),
+            vec![true; writes.len()]
+        );
+    }
+    // 1,000 rows hold 4 aggregates, 2,000 about 8 (one more: the forwarded heads shortened the
+    // first bursts), and so on until a claim is full (40); a full claim halves the window again,
+    // which still holds about 32 of them.
+    assert_eq!(sizes[0], 4, "{sizes:?}");
+    for i in 1..4 {
+        assert!(
+            sizes[i] + 1 >= 2 * sizes[i - 1],
+            "each short claim doubles the next window: {sizes:?}"
+        );
+    }
+    assert_eq!(sizes[4], 40, "{sizes:?}");
+    assert!(sizes[5] >= 32, "{sizes:?}");
+    f.done().await;
+}
