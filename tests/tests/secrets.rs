@@ -182,6 +182,20 @@ async fn post(port: u16, path: &str, headers: &[(&str, &str)], body: &str) -> u1
     request.send().await.expect("POST").status().as_u16()
 }
 
+/// `POST /admin/replay` with `authorization`; the status and the body.
+async fn admin_replay(port: u16, authorization: &str, body: &str) -> (u16, String) {
+    let response = queuebox_tests::http()
+        .post(format!("http://127.0.0.1:{port}/admin/replay"))
+        .header("Authorization", authorization)
+        .header("content-type", "application/json")
+        .body(body.to_owned())
+        .send()
+        .await
+        .expect("POST /admin/replay");
+    let status = response.status().as_u16();
+    (status, response.text().await.expect("admin answer"))
+}
+
 async fn texts(sql: &PgPool, query: &'static str) -> Vec<String> {
     sqlx::query_scalar(query)
         .fetch_all(sql)
@@ -201,7 +215,7 @@ async fn no_configured_secret_reaches_the_log_last_error_or_stored_headers() {
         "source bearer token",
         "source api-key",
         "source hmac secret",
-        // Parsed, validated and printed today; their brokers and the admin routes come later.
+        // Parsed, validated and printed today; their brokers come later.
         "kafka saslPassword",
         "nats password",
         "nats token",
@@ -320,15 +334,30 @@ async fn no_configured_secret_reaches_the_log_last_error_or_stored_headers() {
     }
 
     // Four inserted rows and three relayed ones all fail twice and end dead.
-    let last_errors = wait_until("7 dead outbox rows", SETTLE, || async {
+    let dead = || async {
         let errors = texts(
             &sql,
             "SELECT coalesce(last_error, '') FROM outbox WHERE state = 'dead'",
         )
         .await;
         (errors.len() == 7).then_some(errors)
+    };
+    wait_until("7 dead outbox rows", SETTLE, dead).await;
+    let token_failures = failing_token.count();
+
+    // The admin route refuses the wrong token and replays the token-less row with the right one,
+    // which fails at the token endpoint once more.
+    let wrong = format!("Bearer {}", s.get("source bearer token"));
+    let refused = admin_replay(port, &wrong, r#"{"destination":"tokenfail"}"#).await;
+    assert_eq!(refused.0, 401, "{refused:?}");
+    let right = format!("Bearer {}", s.get("admin token"));
+    let replayed = admin_replay(port, &right, r#"{"destination":"tokenfail"}"#).await;
+    assert_eq!(replayed, (200, r#"{"moved":1}"#.to_owned()));
+    wait_until("the replayed row to fail again", SETTLE, || async {
+        (failing_token.count() >= token_failures + 3).then_some(())
     })
     .await;
+    let last_errors = wait_until("7 dead outbox rows again", SETTLE, dead).await;
     let topics_and_errors: Vec<(String, String)> =
         sqlx::query_as("SELECT topic, last_error FROM outbox ORDER BY topic")
             .fetch_all(&sql)
@@ -409,10 +438,13 @@ async fn no_configured_secret_reaches_the_log_last_error_or_stored_headers() {
         "row moved to dead",
         "fetched an OAuth2 token",
         "no publisher for this destination kind yet",
+        "admin request refused",
+        "outbox rows replayed",
     ] {
         assert!(log.contains(line), "the log lacks {line:?}:\n{log}");
     }
     s.assert_absent("the serve log", &log);
+    s.assert_absent("the admin answers", &format!("{refused:?} {replayed:?}"));
     s.assert_absent("serve stdout", &qb.stdout());
     for error in &last_errors {
         s.assert_absent("last_error", error);
