@@ -158,6 +158,13 @@ mod tests {
                 "{destination:?} {route:?}"
             );
         }
+        // A route template that renders empty still sets the (empty) Kafka key.
+        let empty_template = RoutingKeyTemplate::parse("{{ payload.none }}").unwrap();
+        let empty_route = RouteKey {
+            template: Some(&empty_template),
+            missing_default: "",
+        };
+        assert_eq!(message_key(kafka, empty_route, &row).as_deref(), Some(""));
         let keyed = RowFields::new("orders", Some("o-1"), None, "{}");
         assert_eq!(
             message_key(kafka, RouteKey::default(), &keyed).as_deref(),
