@@ -11,4 +11,5 @@ pub mod lifecycle;
 pub mod relay;
 pub mod replay;
 pub mod telemetry;
+pub mod transform;
 pub mod worker_health;

@@ -204,6 +204,13 @@ impl IngestEvents {
             .increment(1);
     }
 
+    /// `queuebox_inbox_rejections_total{reason="transform_failed"}`: the source transform failed
+    /// with `Fail` or `Dead`.
+    pub fn transform_failed() {
+        metrics::counter!(names::INBOX_REJECTIONS_TOTAL, "reason" => "transform_failed")
+            .increment(1);
+    }
+
     /// `queuebox_inbox_rejections_total{reason="storage_failed"}`: the insert failed.
     pub fn storage_failed() {
         metrics::counter!(names::INBOX_REJECTIONS_TOTAL, "reason" => "storage_failed").increment(1);
@@ -213,4 +220,11 @@ impl IngestEvents {
     pub fn filtered(source: &str) {
         metrics::counter!(names::INBOX_FILTERED_TOTAL, "source" => source.to_owned()).increment(1);
     }
+}
+
+/// `queuebox_transform_failures_total{strategy}`: a route or destination transform failed, and
+/// the block's `onError` strategy (`Fail`, `Skip` or `Dead`) decided what followed.
+pub fn transform_failed(strategy: queuebox_ports::transform::ErrorStrategy) {
+    metrics::counter!(names::TRANSFORM_FAILURES_TOTAL, "strategy" => strategy.as_str())
+        .increment(1);
 }

@@ -1,6 +1,7 @@
 //! Wiring of the outbox delivery engine: publishers for the configured destinations, the route
 //! table, and the dispatcher options, all from the typed settings.
 
+use crate::transforms::Transforms;
 use anyhow::Context as _;
 use queuebox_application::dispatcher::{DestinationSpec, DispatcherOptions, RouteTable};
 use queuebox_application::relay::{RelayOptions, SourceTopics};
@@ -50,10 +51,13 @@ pub fn source_topics(settings: &Settings) -> anyhow::Result<SourceTopics> {
     Ok(SourceTopics::new(templates))
 }
 
-/// Builds a publisher for every destination this binary can publish to and the route table over
+/// Builds a publisher for every destination, with its compiled transform, this binary can publish to and the route table over
 /// them. A destination of a kind without a publisher yet is kept, so routes to it resolve and its
 /// rows go dead with a reason instead of waiting forever; the start logs a warning for it.
-pub async fn route_table(settings: &Settings) -> anyhow::Result<RouteTable> {
+pub async fn route_table(
+    settings: &Settings,
+    transforms: &Transforms,
+) -> anyhow::Result<RouteTable> {
     let mut destinations = Vec::with_capacity(settings.destinations.len());
     for (name, destination) in &settings.destinations {
         let publisher: Option<Arc<dyn Publisher>> = match &destination.kind {
@@ -91,9 +95,12 @@ pub async fn route_table(settings: &Settings) -> anyhow::Result<RouteTable> {
             name: name.clone(),
             kind: destination.kind.name(),
             publisher,
+            transform: transforms.destinations.get(name).cloned(),
         });
     }
-    RouteTable::new(&route_specs(settings), destinations).context("routes")
+    Ok(RouteTable::new(&route_specs(settings), destinations)
+        .context("routes")?
+        .with_route_transforms(transforms.routes.clone()))
 }
 
 /// The configured routes in list order, as the router takes them; the dispatcher and replay
@@ -140,33 +147,4 @@ fn http_auth(auth: Option<&OutboundAuth>) -> HttpAuth {
                 .collect(),
         }),
     }
-}
-
-/// Parts of the configuration that later releases serve; refused at start rather than ignored.
-pub fn unsupported(settings: &Settings) -> Vec<String> {
-    let mut lines = Vec::new();
-    for (name, destination) in &settings.destinations {
-        if destination.transform.is_some() {
-            lines.push(format!(
-                "destinations.{name}.transform: transforms are not implemented in this version"
-            ));
-        }
-    }
-    for (index, route) in settings.routes.iter().enumerate() {
-        if route.transform.is_some() {
-            lines.push(format!(
-                "routes[{index}].transform: transforms are not implemented in this version"
-            ));
-        }
-    }
-    for (name, source) in &settings.sources {
-        // Storing the payload untransformed would put rows in the inbox that the configuration
-        // says must never exist in that shape, so the start refuses instead.
-        if source.transform.is_some() {
-            lines.push(format!(
-                "sources.{name}.transform: transforms are not implemented in this version"
-            ));
-        }
-    }
-    lines
 }

@@ -1,8 +1,9 @@
 //! Wiring of the inbox sources: the ingest pipeline's view of each configured source, and the
 //! routes of the HTTP sources.
 
+use crate::transforms::Transforms;
 use anyhow::{Context as _, bail};
-use queuebox_application::ingest::IngestSource;
+use queuebox_application::ingest::{IngestKind, IngestSource};
 use queuebox_config::{
     Consumption as ConfiguredConsumption, FilterCondition, FilterRule, HeaderFilter as Filter,
     HmacAlgorithm as ConfiguredAlgorithm, InboundAuth, Settings, SignaturePayloadFormat, Source,
@@ -21,12 +22,17 @@ use std::collections::HashMap;
 /// # Errors
 /// A path or glob that does not compile (the configuration loader checks them first, so this is a
 /// last guard), or two HTTP sources that answer at the same path.
-pub fn sources(settings: &Settings) -> anyhow::Result<(Vec<IngestSource>, Vec<InboxRoute>)> {
+pub fn sources(
+    settings: &Settings,
+    transforms: &Transforms,
+) -> anyhow::Result<(Vec<IngestSource>, Vec<InboxRoute>)> {
     let mut specs = Vec::with_capacity(settings.sources.len());
     let mut routes: Vec<InboxRoute> = Vec::new();
     let mut paths: HashMap<String, String> = HashMap::new();
     for (name, source) in &settings.sources {
-        specs.push(ingest_source(name, source).with_context(|| format!("sources.{name}"))?);
+        let mut spec = ingest_source(name, source).with_context(|| format!("sources.{name}"))?;
+        spec.transform = transforms.sources.get(name).cloned();
+        specs.push(spec);
         if let SourceKind::Http(http) = &source.kind {
             let path = route_path(&settings.inbox.base_path, &http.path);
             if let Some(other) = paths.insert(path.clone(), name.clone()) {
@@ -75,6 +81,13 @@ fn ingest_source(name: &str, source: &Source) -> anyhow::Result<IngestSource> {
         auth,
         filter: source.filter.as_ref().map(header_filter).transpose()?,
         requests_per_minute,
+        kind: match source.kind {
+            SourceKind::Http(_) => IngestKind::Http,
+            SourceKind::Rabbitmq(_) | SourceKind::Kafka(_) | SourceKind::Nats(_) => {
+                IngestKind::Broker
+            }
+        },
+        transform: None,
     })
 }
 

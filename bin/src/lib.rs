@@ -14,3 +14,4 @@ pub mod logging;
 pub mod serve;
 pub mod signals;
 pub mod telemetry;
+pub mod transforms;

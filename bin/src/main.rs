@@ -62,12 +62,10 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::FAILURE);
     }
 
-    let unsupported = queuebox::delivery::unsupported(&loaded.settings);
-    if !unsupported.is_empty() {
-        eprintln!("queuebox: the configuration uses what this version cannot do yet:");
-        for line in unsupported {
-            eprintln!("  {line}");
-        }
+    // Every transform compiles before any command runs, so `check-config` reports a bad
+    // expression too; `serve` compiles them again for its own use.
+    if let Err(error) = queuebox::transforms::compile(&loaded.settings) {
+        eprintln!("queuebox: the configuration is not valid:\n{error}");
         return Ok(ExitCode::FAILURE);
     }
 

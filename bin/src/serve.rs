@@ -4,6 +4,7 @@ use crate::admin;
 use crate::database::Database;
 use crate::delivery;
 use crate::ingest;
+use crate::transforms;
 use anyhow::Context as _;
 use queuebox_application::dispatcher::Dispatcher;
 use queuebox_application::health::HealthRegistry;
@@ -55,7 +56,8 @@ pub async fn run(
     health.register(database.health_check());
 
     let mut workers = Workers::new();
-    let routes = delivery::route_table(&settings).await?;
+    let transforms = transforms::compile(&settings)?;
+    let routes = delivery::route_table(&settings, &transforms).await?;
     let dispatcher = Dispatcher::new(
         database.outbox_store(),
         Arc::new(routes),
@@ -74,7 +76,7 @@ pub async fn run(
         workers.spawn("inbox-relay", move |stop| relay.run(stop));
     }
 
-    let (ingest_sources, inbox_routes) = ingest::sources(&settings)?;
+    let (ingest_sources, inbox_routes) = ingest::sources(&settings, &transforms)?;
     let pipeline = IngestPipeline::new(database.inbox_store(), ingest_sources, system_clock());
     for route in &inbox_routes {
         tracing::info!(source = %route.source, path = %route.path, "inbox source served");

@@ -27,6 +27,9 @@ impl Consumption {
 /// A message accepted by a source, ready to store.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NewInboxMessage {
+    /// The `id` of the row: chosen before the store, because the source transform reads it as
+    /// `$messageId`. Unused when the insert finds a duplicate.
+    pub id: Uuid,
     /// The source name (its key under `sources`).
     pub source: String,
     /// The deduplication key within the source.

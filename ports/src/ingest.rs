@@ -29,6 +29,12 @@ pub enum Rejection {
         /// The configured `idempotencyKeyPath`.
         path: String,
     },
+    /// The source transform failed with `onError` `Fail` or `Dead` (an HTTP source answers 422).
+    #[error("Transform failed: {reason}")]
+    TransformFailed {
+        /// What failed, naming the error kind and the engine's message.
+        reason: String,
+    },
     /// The database write failed; the sender may send the message again.
     #[error("Storage failed")]
     StorageFailed,
@@ -41,6 +47,14 @@ pub enum IngestOutcome {
     Stored {
         /// The `id` of the inbox row.
         id: Uuid,
+    },
+    /// A new inbox row stored `dead` at once, with the original payload: a broker source's
+    /// message that its transform rejected. The broker acknowledges it; nothing is lost.
+    StoredDead {
+        /// The `id` of the inbox row.
+        id: Uuid,
+        /// The reason stored on the row.
+        reason: String,
     },
     /// The source already holds a row with this idempotency key; nothing was written.
     Duplicate,

@@ -1,7 +1,7 @@
 //! The outbox store: what the dispatcher needs from the database holding the outbox table.
 
 use async_trait::async_trait;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 use thiserror::Error;
 use uuid::Uuid;
 
@@ -38,6 +38,8 @@ pub struct ClaimedRow {
     pub max_attempts: i32,
     /// The insert order of the row.
     pub sequence: i64,
+    /// The row's `created_at` (the route and destination transforms read it as `$timestamp`).
+    pub created_at: SystemTime,
 }
 
 /// What one claim asks for.

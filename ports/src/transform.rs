@@ -36,6 +36,35 @@ impl Default for TransformLimits {
     }
 }
 
+/// What a stage does when its transform fails (`onError` of the block). What each strategy means
+/// at each stage and for each source kind is the caller's business; this is only the choice.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorStrategy {
+    /// `Fail`: a delivery fails and retries; a source rejects the message.
+    Fail,
+    /// `Skip`: the stage passes its input on unchanged.
+    Skip,
+    /// `Dead`: a delivery goes dead at once; a source rejects the message.
+    Dead,
+}
+
+impl ErrorStrategy {
+    /// The configuration spelling, also the `strategy` label of the failure counter.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Fail => "Fail",
+            Self::Skip => "Skip",
+            Self::Dead => "Dead",
+        }
+    }
+}
+
+impl fmt::Display for ErrorStrategy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// The variables of the source stage: a message received by a source, before it is stored.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SourceContext {

@@ -839,27 +839,3 @@ async fn a_failed_insert_answers_500_and_counts_a_storage_failure() {
         .message_id();
     inbox.stop().await;
 }
-
-#[tokio::test]
-async fn a_source_transform_stops_the_start_with_a_clear_message() {
-    let db = TestDatabase::create().await;
-    let yaml = format!(
-        "server:\n  httpPort: {port}\n\
-         database:\n  url: {url}\n  username: {user}\n  password: {password}\n  startupTimeoutMs: 10000\n\
-         sources:\n  shaped:\n    type: http\n    path: /shaped\n    idempotencyKeyPath: $.id\n    consumption: pull\n\
-         \x20   transform:\n      expression: '$'\n",
-        port = free_port(),
-        url = db.jdbc_url(),
-        user = db.user,
-        password = db.password,
-    );
-    let (status, _stdout, stderr) = Launch::with_config(&yaml)
-        .run(&[], Duration::from_secs(30))
-        .await;
-    assert!(!status.success(), "{stderr}");
-    assert!(
-        stderr.contains("sources.shaped.transform: transforms are not implemented"),
-        "{stderr}"
-    );
-    db.drop_database().await;
-}

@@ -116,7 +116,9 @@ fn answer(res: &mut Response, ingested: Ingested) {
             .insert(HeaderName::from_static(CORRELATION_ID), value);
     }
     match ingested.outcome {
-        IngestOutcome::Stored { id } => responses::json(
+        // An HTTP source never stores a dead row (its rejections answer 422), but a dead row is
+        // durable all the same, so the answer would be the one of a stored message.
+        IngestOutcome::Stored { id } | IngestOutcome::StoredDead { id, .. } => responses::json(
             res,
             StatusCode::ACCEPTED,
             &serde_json::json!({ "messageId": id.to_string() }),
@@ -147,6 +149,7 @@ fn answer(res: &mut Response, ingested: Ingested) {
         IngestOutcome::Rejected(rejection) => {
             let status = match rejection {
                 Rejection::InvalidJson | Rejection::KeyNotFound { .. } => StatusCode::BAD_REQUEST,
+                Rejection::TransformFailed { .. } => StatusCode::UNPROCESSABLE_ENTITY,
                 Rejection::StorageFailed => StatusCode::INTERNAL_SERVER_ERROR,
             };
             responses::error(res, status, &rejection.to_string());

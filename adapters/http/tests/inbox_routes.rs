@@ -44,6 +44,9 @@ impl Ingest for Scripted {
                 path: "$.id".into(),
             })),
             b"storage" => with_id(IngestOutcome::Rejected(Rejection::StorageFailed)),
+            b"untransformable" => with_id(IngestOutcome::Rejected(Rejection::TransformFailed {
+                reason: "T2001 at position 4: bad".into(),
+            })),
             _ => Ingested::early(IngestOutcome::UnknownSource),
         }
     }
@@ -105,7 +108,7 @@ async fn post(server: &HttpServer, path: &str, body: &'static str) -> reqwest::R
 async fn every_outcome_gets_its_documented_answer() {
     let ingest = Arc::new(Scripted::default());
     let server = serve(Arc::clone(&ingest)).await;
-    let cases: [(&str, u16, Option<&str>); 8] = [
+    let cases: [(&str, u16, Option<&str>); 9] = [
         (
             "stored",
             202,
@@ -126,6 +129,11 @@ async fn every_outcome_gets_its_documented_answer() {
             Some(r#"{"error":"Idempotency key not found at path $.id"}"#),
         ),
         ("storage", 500, Some(r#"{"error":"Storage failed"}"#)),
+        (
+            "untransformable",
+            422,
+            Some(r#"{"error":"Transform failed: T2001 at position 4: bad"}"#),
+        ),
     ];
     for (body, status, expected) in cases {
         let response = post(&server, "/inbox/orders", body).await;

@@ -49,7 +49,7 @@ impl InboxStore for PgInboxStore {
             reason: e.to_string(),
         })?;
         let inserted: Option<Uuid> = sqlx::query_scalar(self.statements.insert_inbox.clone())
-            .bind(Uuid::new_v4())
+            .bind(message.id)
             .bind(&message.source)
             .bind(&message.idempotency_key)
             .bind(message.aggregate_id.as_deref())

@@ -306,5 +306,8 @@ fn claimed_row(row: &PgRow) -> Result<ClaimedRow, StoreError> {
         attempt: row.try_get("attempt").map_err(get_err)?,
         max_attempts: row.try_get("max_attempts").map_err(get_err)?,
         sequence: row.try_get("sequence").map_err(get_err)?,
+        created_at: queuebox_domain::timestamp::from_epoch_millis(
+            row.try_get("created_at_ms").map_err(get_err)?,
+        ),
     })
 }

@@ -13,6 +13,7 @@ use sqlx::Row;
 
 fn message(source: &str, key: &str) -> NewInboxMessage {
     NewInboxMessage {
+        id: uuid::Uuid::new_v4(),
         source: source.into(),
         idempotency_key: key.into(),
         aggregate_id: Some("cus_1".into()),
@@ -37,13 +38,12 @@ async fn a_new_message_is_one_row_and_a_repeat_is_a_duplicate() {
     database.prepare().await.expect("migrate");
     let store = database.inbox_store();
 
-    let Stored::New(id) = store
-        .insert(&message("stripe", "evt_1"))
-        .await
-        .expect("insert")
-    else {
+    let first = message("stripe", "evt_1");
+    let Stored::New(id) = store.insert(&first).await.expect("insert") else {
         panic!("expected a new row");
     };
+    // The row takes the id the caller chose (the source transform has read it as $messageId).
+    assert_eq!(id, first.id);
     assert_eq!(
         store
             .insert(&message("stripe", "evt_1"))

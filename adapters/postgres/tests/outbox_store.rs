@@ -251,7 +251,8 @@ async fn claim_moves_a_due_row_to_processing_with_a_token_and_a_lease_on_the_dat
     let row_sql = format!(
         "UPDATE outbox SET payload = '{{\"orderId\": 42, \"lines\": [1, 2]}}', \
                 headers = '{{\"X-Tenant\": \"acme\", \"X-Num\": 7}}', aggregate_type = 'order', \
-                attempt = 2, max_attempts = 9, updated_at = now() - interval '1 hour' \
+                attempt = 2, max_attempts = 9, updated_at = now() - interval '1 hour', \
+                created_at = '2026-09-01T12:30:05.042Z' \
           WHERE id = '{id}'"
     );
     fx.exec(&row_sql).await;
@@ -283,6 +284,10 @@ async fn claim_moves_a_due_row_to_processing_with_a_token_and_a_lease_on_the_dat
     assert_eq!(row.attempt, 2);
     assert_eq!(row.max_attempts, 9);
     assert_eq!(row.sequence, sequence);
+    assert_eq!(
+        queuebox_domain::timestamp::iso_utc_millis(row.created_at),
+        "2026-09-01T12:30:05.042Z"
+    );
 
     let view = fx.view(id).await;
     assert_eq!(view.state, "processing");

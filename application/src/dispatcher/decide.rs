@@ -79,6 +79,7 @@ mod tests {
             attempt,
             max_attempts,
             sequence: 1,
+            created_at: std::time::SystemTime::UNIX_EPOCH,
         }
     }
 

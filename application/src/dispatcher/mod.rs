@@ -15,6 +15,7 @@ mod maintenance;
 mod options;
 mod released;
 mod routes;
+mod transforms;
 
 pub use options::DispatcherOptions;
 pub use routes::{DestinationEntry, DestinationSpec, RouteError, RouteTable};
@@ -236,33 +237,9 @@ async fn deliver(row: ClaimedRow, shared: &Shared) {
         shared.held.remove(&row.id);
         return;
     }
-    let outcome = match shared.routes.resolve(&row.topic) {
+    let outcome = match shared.routes.resolve_route(&row.topic) {
         Err(outcome) => outcome,
-        Ok(destination) => {
-            // resolve() only returns destinations that have a publisher.
-            let Some(publisher) = destination.publisher.as_ref() else {
-                return;
-            };
-            let message = outbound(&row);
-            let publish_started = Instant::now();
-            let result = publisher.publish(&message).await;
-            destination
-                .metrics
-                .publish
-                .record(publish_started.elapsed());
-            match result {
-                Ok(()) => {
-                    destination.metrics.success.increment(1);
-                    DeliveryOutcome::Delivered
-                }
-                Err(error) => {
-                    destination.metrics.failure.increment(1);
-                    DeliveryOutcome::Failed {
-                        reason: error.reason,
-                    }
-                }
-            }
-        }
+        Ok(resolved) => publish(&row, resolved).await,
     };
     let finish = decide::finish_for(&row, outcome, &shared.options);
     shared.metrics.processing.record(started.elapsed());
@@ -291,13 +268,56 @@ async fn deliver(row: ClaimedRow, shared: &Shared) {
     }
 }
 
-fn outbound(row: &ClaimedRow) -> OutboundMessage {
+/// Transforms (route, then destination) and publishes one row to its resolved destination. The
+/// transforms run on every attempt over the row's stored payload, which they never change.
+async fn publish(row: &ClaimedRow, resolved: routes::Resolved<'_>) -> DeliveryOutcome {
+    let destination = resolved.destination;
+    // resolve_route() only returns destinations that have a publisher.
+    let Some(publisher) = destination.publisher.as_ref() else {
+        return DeliveryOutcome::NoPublisher {
+            destination: destination.name.clone(),
+            destination_type: destination.kind.to_owned(),
+        };
+    };
+    let payload = match transforms::payload_for(
+        row,
+        resolved.route_transform,
+        destination.transform.as_ref(),
+    )
+    .await
+    {
+        Ok(payload) => payload,
+        Err(outcome) => return outcome,
+    };
+    let message = outbound(row, payload);
+    let publish_started = Instant::now();
+    let result = publisher.publish(&message).await;
+    destination
+        .metrics
+        .publish
+        .record(publish_started.elapsed());
+    match result {
+        Ok(()) => {
+            destination.metrics.success.increment(1);
+            DeliveryOutcome::Delivered
+        }
+        Err(error) => {
+            destination.metrics.failure.increment(1);
+            DeliveryOutcome::Failed {
+                reason: error.reason,
+            }
+        }
+    }
+}
+
+/// The message of `row`, carrying `payload` (the transformed one) or, when `None`, the stored one.
+fn outbound(row: &ClaimedRow, payload: Option<String>) -> OutboundMessage {
     OutboundMessage {
         id: row.id.to_string(),
         topic: row.topic.clone(),
         key: row.key.clone(),
         aggregate_type: row.aggregate_type.clone(),
-        payload: row.payload.clone(),
+        payload: payload.unwrap_or_else(|| row.payload.clone()),
         headers: row.headers.clone(),
         attempt: row.attempt,
     }

@@ -2,6 +2,7 @@
 //! plus, per destination, its publisher and its metrics.
 
 use crate::telemetry::DestinationMetrics;
+use crate::transform::StageTransform;
 use queuebox_domain::outbox::DeliveryOutcome;
 use queuebox_domain::router::{RouteSpec, Router, RouterError};
 use queuebox_ports::publish::Publisher;
@@ -18,6 +19,8 @@ pub struct DestinationEntry {
     pub kind: &'static str,
     /// The publisher, or `None` when this binary has none for the kind (rows to it go dead).
     pub publisher: Option<Arc<dyn Publisher>>,
+    /// `destinations.<name>.transform`, compiled.
+    pub transform: Option<StageTransform>,
     pub(crate) metrics: DestinationMetrics,
 }
 
@@ -29,6 +32,16 @@ pub struct DestinationSpec {
     pub kind: &'static str,
     /// The publisher, or `None` when this binary has none for the kind.
     pub publisher: Option<Arc<dyn Publisher>>,
+    /// `destinations.<name>.transform`, compiled.
+    pub transform: Option<StageTransform>,
+}
+
+/// Where one topic goes: its destination and the transform of the route that matched it.
+pub(crate) struct Resolved<'a> {
+    /// The destination, which has a publisher.
+    pub(crate) destination: &'a DestinationEntry,
+    /// `routes[i].transform` of the matching route.
+    pub(crate) route_transform: Option<&'a StageTransform>,
 }
 
 /// Topic -> destination, built once at start.
@@ -36,6 +49,8 @@ pub struct RouteTable {
     router: Router,
     destinations: Vec<DestinationEntry>,
     by_name: HashMap<String, usize>,
+    /// Entry `i` is the transform of `routes[i]`.
+    route_transforms: Vec<Option<StageTransform>>,
 }
 
 impl RouteTable {
@@ -52,6 +67,7 @@ impl RouteTable {
                 name: spec.name,
                 kind: spec.kind,
                 publisher: spec.publisher,
+                transform: spec.transform,
             })
             .collect();
         let by_name = destinations
@@ -63,18 +79,33 @@ impl RouteTable {
             router,
             destinations,
             by_name,
+            route_transforms: Vec::new(),
         })
     }
 
-    /// The destination of `topic`, or the outcome that sends the row to `dead` when nothing can take it.
-    pub(crate) fn resolve(&self, topic: &str) -> Result<&DestinationEntry, DeliveryOutcome> {
-        let found = self
-            .router
-            .route(topic)
+    /// The table with the compiled transforms of the routes: entry `i` belongs to `routes[i]`
+    /// (in the order given to [`RouteTable::new`]); a missing entry means no transform.
+    pub fn with_route_transforms(mut self, transforms: Vec<Option<StageTransform>>) -> Self {
+        self.route_transforms = transforms;
+        self
+    }
+
+    /// The destination of `topic` with the transform of the route that matched, or the outcome
+    /// that sends the row to `dead` when nothing can take it.
+    pub(crate) fn resolve_route(&self, topic: &str) -> Result<Resolved<'_>, DeliveryOutcome> {
+        let matched = self.router.route(topic);
+        let route_transform = matched
+            .as_ref()
+            .and_then(|m| self.route_transforms.get(m.index))
+            .and_then(Option::as_ref);
+        let found = matched
             .and_then(|m| self.by_name.get(m.destination))
             .and_then(|index| self.destinations.get(*index));
         match found {
-            Some(destination) if destination.publisher.is_some() => Ok(destination),
+            Some(destination) if destination.publisher.is_some() => Ok(Resolved {
+                destination,
+                route_transform,
+            }),
             Some(destination) => Err(DeliveryOutcome::NoPublisher {
                 destination: destination.name.clone(),
                 destination_type: destination.kind.to_owned(),

@@ -57,6 +57,7 @@ fn row(topic: &str) -> ClaimedRow {
         attempt: 0,
         max_attempts: 5,
         sequence: 1,
+        created_at: std::time::SystemTime::UNIX_EPOCH,
     }
 }
 
@@ -97,6 +98,7 @@ fn table(publisher: MockDestination) -> Arc<RouteTable> {
                 name: "api".into(),
                 kind: "http",
                 publisher: Some(Arc::new(publisher)),
+                transform: None,
             }],
         )
         .expect("routes"),
@@ -311,4 +313,195 @@ async fn rows_claimed_but_not_started_at_shutdown_are_released_unspent() {
                 .iter()
                 .any(|r| r.id == f.id && r.claim_token == f.claim_token))
     );
+}
+
+// ------------------------------------------------------------------------------------------------
+// Route and destination transforms
+// ------------------------------------------------------------------------------------------------
+
+mod transforms {
+    use super::*;
+    use crate::transform::StageTransform;
+    use crate::transform::mock::stage;
+    use queuebox_ports::transform::{
+        ErrorStrategy, TransformContext, TransformError, TransformErrorKind, TransformOutput,
+    };
+
+    /// A stage that wraps its input as `{"<tag>": input}`.
+    fn wrapping(tag: &'static str, key_path: &str) -> StageTransform {
+        stage(ErrorStrategy::Fail, key_path, move |input, _| {
+            Ok(TransformOutput::Json(format!(r#"{{"{tag}":{input}}}"#)))
+        })
+    }
+
+    fn failing(strategy: ErrorStrategy, key_path: &str) -> StageTransform {
+        stage(strategy, key_path, |_, _| {
+            Err(TransformError::new(
+                TransformErrorKind::Evaluation,
+                "T2001: not a number",
+            ))
+        })
+    }
+
+    fn table_with(
+        publisher: MockDestination,
+        route: Option<StageTransform>,
+        destination: Option<StageTransform>,
+    ) -> Arc<RouteTable> {
+        let routes = [queuebox_domain::router::RouteSpec {
+            topic_pattern: "order.*".into(),
+            destination: "api".into(),
+        }];
+        Arc::new(
+            RouteTable::new(
+                &routes,
+                vec![DestinationSpec {
+                    name: "api".into(),
+                    kind: "http",
+                    publisher: Some(Arc::new(publisher)),
+                    transform: destination,
+                }],
+            )
+            .expect("routes")
+            .with_route_transforms(vec![route]),
+        )
+    }
+
+    /// A publisher that records every payload it is given and accepts it.
+    fn recording() -> (MockDestination, Arc<Mutex<Vec<String>>>) {
+        let sent = Arc::new(Mutex::new(Vec::new()));
+        let record = Arc::clone(&sent);
+        let mut publisher = MockDestination::new();
+        publisher.expect_destination_type().return_const("http");
+        publisher.expect_publish().returning(move |message| {
+            record.lock().expect("lock").push(message.payload.clone());
+            Ok(())
+        });
+        (publisher, sent)
+    }
+
+    /// Runs one claimed row through a dispatcher over `routes` and returns its finish.
+    async fn finish_of(row: ClaimedRow, routes: Arc<RouteTable>) -> Finish {
+        let finished = Arc::new(Mutex::new(Vec::new()));
+        let store = store_with(vec![row], Arc::clone(&finished));
+        let dispatcher = Dispatcher::new(Arc::new(store), routes, options());
+        let mut workers = Workers::new();
+        workers.spawn("dispatcher", move |stop| dispatcher.run(stop));
+        wait_for("the finish", || finished.lock().expect("lock").len() == 1).await;
+        assert!(workers.stop(Duration::from_secs(5)).await.is_empty());
+        let finished = finished.lock().expect("lock");
+        finished[0].finish.clone()
+    }
+
+    fn stored(payload: &str, attempt: i32) -> ClaimedRow {
+        let mut row = row("order.created");
+        row.payload = payload.into();
+        row.attempt = attempt;
+        row
+    }
+
+    #[tokio::test]
+    async fn the_route_output_feeds_the_destination_and_the_delivery_variables_are_bound() {
+        let (publisher, sent) = recording();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let record = Arc::clone(&seen);
+        let route = stage(
+            ErrorStrategy::Fail,
+            "routes[0].transform",
+            move |input, c| {
+                record.lock().expect("lock").push(c.clone());
+                Ok(TransformOutput::Json(format!(r#"{{"route":{input}}}"#)))
+            },
+        );
+        let routes = table_with(publisher, Some(route), Some(wrapping("dest", "d")));
+        let row = stored(r#"{"n":1}"#, 2);
+        let (id, created_at) = (row.id, row.created_at);
+        assert_eq!(finish_of(row, routes).await, Finish::Sent);
+        assert_eq!(
+            *sent.lock().expect("lock"),
+            vec![r#"{"dest":{"route":{"n":1}}}"#.to_owned()]
+        );
+        let seen = seen.lock().expect("lock");
+        let TransformContext::Delivery(context) = &seen[0] else {
+            panic!(
+                "the route stage must bind the delivery variables: {:?}",
+                seen[0]
+            );
+        };
+        assert_eq!(context.message_id, id);
+        assert_eq!(context.topic, "order.created");
+        assert_eq!(context.attempt, 2);
+        assert_eq!(context.created_at, created_at);
+    }
+
+    #[tokio::test]
+    async fn fail_retries_with_an_attempt_spent_and_publishes_nothing() {
+        let (publisher, sent) = recording();
+        let routes = table_with(
+            publisher,
+            Some(failing(ErrorStrategy::Fail, "routes[0].transform")),
+            None,
+        );
+        match finish_of(stored("{}", 1), routes).await {
+            Finish::Retry { attempt, error, .. } => {
+                assert_eq!(attempt, 2);
+                assert_eq!(error, "routes[0].transform failed: T2001: not a number");
+            }
+            other => panic!("expected a retry, got {other:?}"),
+        }
+        assert!(sent.lock().expect("lock").is_empty());
+    }
+
+    #[tokio::test]
+    async fn dead_at_the_destination_stage_is_dead_at_once() {
+        let (publisher, sent) = recording();
+        let routes = table_with(
+            publisher,
+            Some(wrapping("route", "routes[0].transform")),
+            Some(failing(ErrorStrategy::Dead, "destinations.api.transform")),
+        );
+        assert_eq!(
+            finish_of(stored("{}", 0), routes).await,
+            Finish::Dead {
+                error: "destinations.api.transform failed: T2001: not a number".into()
+            }
+        );
+        assert!(sent.lock().expect("lock").is_empty());
+    }
+
+    #[tokio::test]
+    async fn skip_at_the_route_passes_the_stored_payload_to_the_destination_stage() {
+        let (publisher, sent) = recording();
+        let routes = table_with(
+            publisher,
+            Some(failing(ErrorStrategy::Skip, "routes[0].transform")),
+            Some(wrapping("dest", "destinations.api.transform")),
+        );
+        assert_eq!(
+            finish_of(stored(r#"{"n":1}"#, 0), routes).await,
+            Finish::Sent
+        );
+        assert_eq!(
+            *sent.lock().expect("lock"),
+            vec![r#"{"dest":{"n":1}}"#.to_owned()]
+        );
+    }
+
+    #[tokio::test]
+    async fn skip_at_the_destination_sends_the_route_output() {
+        let (publisher, sent) = recording();
+        let routes = table_with(
+            publisher,
+            Some(wrapping("route", "routes[0].transform")),
+            Some(failing(ErrorStrategy::Skip, "destinations.api.transform")),
+        );
+        assert_eq!(
+            finish_of(stored(r#"{"n":1}"#, 0), routes).await,
+            Finish::Sent
+        );
+        assert_eq!(
+            *sent.lock().expect("lock"),
+            vec![r#"{"route":{"n":1}}"#.to_owned()]
+        );
+    }
 }

@@ -8,12 +8,14 @@
 //! the checks that decide whether it is processed at all.
 
 mod rate;
+mod source_stage;
 #[cfg(test)]
 mod tests;
 
 pub use rate::RateLimiter;
 
 use crate::telemetry::IngestEvents;
+use crate::transform::StageTransform;
 use async_trait::async_trait;
 use queuebox_domain::inbox::auth::CredentialCheck;
 use queuebox_domain::inbox::correlation::{CORRELATION_ID_HEADER, correlation_id};
@@ -23,6 +25,8 @@ use queuebox_domain::inbox::headers::stored_headers;
 use queuebox_domain::jsonpath::JsonPath;
 use queuebox_ports::inbox::{Consumption, InboxStore, NewInboxMessage, Stored};
 use queuebox_ports::ingest::{Ingest, IngestOutcome, Ingested, Received, Rejection};
+use queuebox_ports::transform::{SourceContext, TransformContext};
+use source_stage::SourceStage;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
@@ -46,6 +50,21 @@ pub struct IngestSource {
     pub filter: Option<HeaderFilter>,
     /// `rateLimit.requestsPerMinute` of an HTTP source.
     pub requests_per_minute: Option<u32>,
+    /// Whether the sender can be told "no" (HTTP) or the message must be kept (a broker).
+    pub kind: IngestKind,
+    /// The `transform` block, compiled.
+    pub transform: Option<StageTransform>,
+}
+
+/// How a source hands over its messages, which decides what a rejected transform does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IngestKind {
+    /// An HTTP source: the sender still holds a message it gets an error for, so a rejection
+    /// stores nothing and answers 422.
+    Http,
+    /// A RabbitMQ, Kafka or NATS source: the message is acknowledged whatever happens, so a
+    /// rejection stores the original payload as a dead row instead of losing it.
+    Broker,
 }
 
 /// The wall clock in Unix milliseconds, as the HMAC timestamp guard reads it.
@@ -126,7 +145,7 @@ impl IngestPipeline {
         }
     }
 
-    /// Parse, extract, (transform,) store.
+    /// Parse, extract, transform, store.
     async fn store_message(
         &self,
         spec: &IngestSource,
@@ -152,31 +171,56 @@ impl IngestPipeline {
             .as_ref()
             .and_then(|path| path.text(&document));
 
-        // The source transform runs here, before the duplicate check. No transformer exists in
-        // this version, and a source with a `transform` block is refused at start, so the payload
-        // is the received document.
-
+        let headers = stored_headers(
+            &received.headers,
+            spec.auth.as_ref().map(CredentialCheck::credential_header),
+        );
+        let id = uuid::Uuid::new_v4();
         // The body parsed as JSON, so it is UTF-8; the bytes are stored as sent (the database
         // normalises JSONB anyway) rather than re-serialised.
-        let payload = String::from_utf8(received.body).unwrap_or_else(|_| document.to_string());
+        let original = String::from_utf8(received.body).unwrap_or_else(|_| document.to_string());
+
+        // The source transform runs after the extraction (which read the original body) and
+        // before the store, so also before the duplicate check.
+        let (payload, dead_reason) = match &spec.transform {
+            None => (original, None),
+            Some(transform) => {
+                let context = TransformContext::Source(SourceContext {
+                    message_id: id,
+                    event_type: event_type.clone(),
+                    received_at: SystemTime::now(),
+                    source: spec.name.clone(),
+                    headers: headers.clone(),
+                    idempotency_key: Some(idempotency_key.clone()),
+                });
+                match source_stage::run(spec, transform, original, &context, correlation).await {
+                    SourceStage::Store {
+                        payload,
+                        dead_reason,
+                    } => (payload, dead_reason),
+                    SourceStage::Reject(rejection) => return IngestOutcome::Rejected(rejection),
+                }
+            }
+        };
         let message = NewInboxMessage {
+            id,
             source: spec.name.clone(),
             idempotency_key,
             aggregate_id,
             event_type,
             payload,
-            headers: stored_headers(
-                &received.headers,
-                spec.auth.as_ref().map(CredentialCheck::credential_header),
-            ),
+            headers,
             correlation_id: Some(correlation.to_owned()),
             consumption: spec.consumption,
-            dead_reason: None,
+            dead_reason,
         };
         match self.store.insert(&message).await {
             Ok(Stored::New(id)) => {
                 IngestEvents::stored();
-                IngestOutcome::Stored { id }
+                match message.dead_reason {
+                    Some(reason) => IngestOutcome::StoredDead { id, reason },
+                    None => IngestOutcome::Stored { id },
+                }
             }
             Ok(Stored::Duplicate) => {
                 IngestEvents::duplicate();

@@ -33,7 +33,7 @@ impl InboxStore for MemoryInbox {
             return Ok(Stored::Duplicate);
         }
         rows.push(message.clone());
-        Ok(Stored::New(Uuid::new_v4()))
+        Ok(Stored::New(message.id))
     }
 }
 
@@ -51,6 +51,8 @@ fn source(name: &str) -> IngestSource {
         auth: None,
         filter: None,
         requests_per_minute: None,
+        kind: IngestKind::Http,
+        transform: None,
     }
 }
 
@@ -305,4 +307,146 @@ async fn an_unknown_source_is_reported() {
     let p = pipeline(Arc::new(MemoryInbox::default()), vec![source("s")]);
     let result = p.ingest("other", received(&[], r#"{"id":"1"}"#)).await;
     assert_eq!(result.outcome, IngestOutcome::UnknownSource);
+}
+
+// ------------------------------------------------------------------------------------------------
+// The source transform
+// ------------------------------------------------------------------------------------------------
+
+mod source_transform {
+    use super::*;
+    use crate::transform::mock::stage;
+    use queuebox_ports::transform::{
+        ErrorStrategy, TransformContext, TransformError, TransformErrorKind, TransformLimit,
+        TransformOutput,
+    };
+
+    const BODY: &str = r#"{"id":"o-1","type":"order.created","customer":{"id":42}}"#;
+
+    fn failing(strategy: ErrorStrategy) -> crate::transform::StageTransform {
+        stage(strategy, "sources.s.transform", |_, _| {
+            Err(TransformError::new(
+                TransformErrorKind::Limit(TransformLimit::Timeout),
+                "evaluation ran longer than timeoutMs (100 ms)",
+            ))
+        })
+    }
+
+    fn with(
+        kind: IngestKind,
+        transform: crate::transform::StageTransform,
+    ) -> (Arc<MemoryInbox>, IngestPipeline) {
+        let store = Arc::new(MemoryInbox::default());
+        let mut spec = source("s");
+        spec.kind = kind;
+        spec.transform = Some(transform);
+        let p = pipeline(Arc::clone(&store), vec![spec]);
+        (store, p)
+    }
+
+    #[tokio::test]
+    async fn the_transformed_payload_is_stored_and_the_key_comes_from_the_original_body() {
+        let seen = Arc::new(Mutex::new(None));
+        let record = Arc::clone(&seen);
+        let transform = stage(ErrorStrategy::Fail, "sources.s.transform", move |p, c| {
+            *record.lock().unwrap() = Some((p.to_owned(), c.clone()));
+            Ok(TransformOutput::Json(r#"{"reshaped":true}"#.into()))
+        });
+        let (store, p) = with(IngestKind::Http, transform);
+        let mut request = received(&[("x-tenant", "acme"), ("x-correlation-id", "c-1")], BODY);
+        request.headers.push(("X-Tenant".into(), "second".into()));
+        let result = p.ingest("s", request).await;
+        let IngestOutcome::Stored { id } = result.outcome else {
+            panic!("expected a stored row, got {:?}", result.outcome);
+        };
+        let rows = store.rows.lock().unwrap();
+        assert_eq!(rows[0].payload, r#"{"reshaped":true}"#);
+        assert_eq!(rows[0].idempotency_key, "o-1");
+        assert_eq!(rows[0].event_type.as_deref(), Some("order.created"));
+        assert_eq!(rows[0].dead_reason, None);
+
+        let (input, context) = seen.lock().unwrap().clone().expect("the transform ran");
+        assert_eq!(input, BODY);
+        let TransformContext::Source(source) = context else {
+            panic!("the source stage must bind the source variables: {context:?}");
+        };
+        assert_eq!(source.message_id, id, "$messageId is the id of the new row");
+        assert_eq!(source.source, "s");
+        assert_eq!(source.idempotency_key.as_deref(), Some("o-1"));
+        assert_eq!(source.event_type.as_deref(), Some("order.created"));
+        assert_eq!(
+            source.headers, rows[0].headers,
+            "$headers shows the stored headers"
+        );
+    }
+
+    #[tokio::test]
+    async fn fail_and_dead_at_an_http_source_store_nothing_and_reject() {
+        for strategy in [ErrorStrategy::Fail, ErrorStrategy::Dead] {
+            let (store, p) = with(IngestKind::Http, failing(strategy));
+            let result = p.ingest("s", received(&[], BODY)).await;
+            assert_eq!(
+                result.outcome,
+                IngestOutcome::Rejected(Rejection::TransformFailed {
+                    reason: "evaluation ran longer than timeoutMs (100 ms)".into()
+                }),
+                "{strategy}"
+            );
+            assert!(result.correlation_id.is_some());
+            assert!(store.rows.lock().unwrap().is_empty(), "{strategy}");
+        }
+    }
+
+    #[tokio::test]
+    async fn skip_stores_the_original_body_at_every_source_kind() {
+        for kind in [IngestKind::Http, IngestKind::Broker] {
+            let (store, p) = with(kind, failing(ErrorStrategy::Skip));
+            let result = p.ingest("s", received(&[], BODY)).await;
+            assert!(
+                matches!(result.outcome, IngestOutcome::Stored { .. }),
+                "{kind:?}: {:?}",
+                result.outcome
+            );
+            let rows = store.rows.lock().unwrap();
+            assert_eq!(rows[0].payload, BODY);
+            assert_eq!(rows[0].dead_reason, None);
+        }
+    }
+
+    #[tokio::test]
+    async fn fail_and_dead_at_a_broker_source_store_the_original_payload_dead() {
+        for strategy in [ErrorStrategy::Fail, ErrorStrategy::Dead] {
+            let (store, p) = with(IngestKind::Broker, failing(strategy));
+            let result = p.ingest("s", received(&[], BODY)).await;
+            let IngestOutcome::StoredDead { id: _, reason } = result.outcome else {
+                panic!("{strategy}: expected a dead row, got {:?}", result.outcome);
+            };
+            assert_eq!(
+                reason,
+                "Transform failed: evaluation ran longer than timeoutMs (100 ms)"
+            );
+            let rows = store.rows.lock().unwrap();
+            assert_eq!(rows.len(), 1);
+            assert_eq!(rows[0].payload, BODY, "{strategy}: the original payload");
+            assert_eq!(rows[0].dead_reason.as_deref(), Some(reason.as_str()));
+        }
+    }
+
+    #[tokio::test]
+    async fn an_undefined_result_is_a_failure_like_any_other() {
+        let transform = stage(ErrorStrategy::Fail, "sources.s.transform", |_, _| {
+            Ok(TransformOutput::Undefined)
+        });
+        let (store, p) = with(IngestKind::Http, transform);
+        let result = p.ingest("s", received(&[], BODY)).await;
+        assert!(
+            matches!(
+                result.outcome,
+                IngestOutcome::Rejected(Rejection::TransformFailed { .. })
+            ),
+            "{:?}",
+            result.outcome
+        );
+        assert!(store.rows.lock().unwrap().is_empty());
+    }
 }
