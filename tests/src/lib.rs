@@ -48,3 +48,14 @@ where
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
 }
+
+/// The value of one sample line of a Prometheus scrape, e.g. `name{label="v"}`; 0 when absent (a
+/// labelled counter appears only after its first increment).
+pub fn sample(scrape: &str, series: &str) -> f64 {
+    scrape
+        .lines()
+        .filter_map(|line| line.strip_prefix(series))
+        .filter_map(|rest| rest.strip_prefix(' '))
+        .find_map(|value| value.trim().parse().ok())
+        .unwrap_or(0.0)
+}

@@ -5,6 +5,7 @@ use queuebox_tests::database::TestDatabase;
 use queuebox_tests::free_port;
 use queuebox_tests::process::{Launch, QueueBox};
 use queuebox_tests::receiver::{Policy, Receiver, Recorded};
+use queuebox_tests::sample;
 use queuebox_tests::wait_until;
 use serde_json::json;
 use sqlx::PgPool;
@@ -194,17 +195,6 @@ async fn get(url: &str) -> reqwest::Response {
         .send()
         .await
         .unwrap_or_else(|error| panic!("GET {url}: {error}"))
-}
-
-/// The value of one sample line of a Prometheus scrape, e.g. `name{label="v"}`; 0 when absent
-/// (a labelled counter appears only after its first increment).
-fn sample(scrape: &str, series: &str) -> f64 {
-    scrape
-        .lines()
-        .filter_map(|line| line.strip_prefix(series))
-        .filter_map(|rest| rest.strip_prefix(' '))
-        .find_map(|value| value.trim().parse().ok())
-        .unwrap_or(0.0)
 }
 
 fn sent_counter() -> &'static str {

@@ -5,6 +5,7 @@ use queuebox_tests::database::TestDatabase;
 use queuebox_tests::free_port;
 use queuebox_tests::process::{Launch, QueueBox};
 use queuebox_tests::receiver::{Policy, Receiver, Recorded};
+use queuebox_tests::sample;
 use queuebox_tests::wait_until;
 use sqlx::PgPool;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -55,17 +56,6 @@ async fn scrape(port: u16) -> String {
         .text()
         .await
         .expect("metrics body")
-}
-
-/// The value of one sample line, e.g. `name{label="v"}`; 0 when absent (a labelled counter appears
-/// only after its first increment).
-fn sample(scrape: &str, series: &str) -> f64 {
-    scrape
-        .lines()
-        .filter_map(|line| line.strip_prefix(series))
-        .filter_map(|rest| rest.strip_prefix(' '))
-        .find_map(|value| value.trim().parse().ok())
-        .unwrap_or(0.0)
 }
 
 async fn stop(mut qb: QueueBox, name: &str) {

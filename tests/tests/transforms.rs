@@ -45,11 +45,7 @@ impl Service {
         );
         let mut qb = Launch::with_config(&yaml).spawn(&[]);
         qb.wait_live(port, START).await;
-        let sql = sqlx::postgres::PgPoolOptions::new()
-            .max_connections(2)
-            .connect(&db.url)
-            .await
-            .expect("connect to the test database");
+        let sql = db.pool().await;
         Self {
             db,
             port,
@@ -150,12 +146,7 @@ impl Service {
             .text()
             .await
             .expect("metrics text");
-        scrape
-            .lines()
-            .filter_map(|line| line.strip_prefix(series))
-            .filter_map(|rest| rest.strip_prefix(' '))
-            .find_map(|value| value.trim().parse().ok())
-            .unwrap_or(0.0)
+        queuebox_tests::sample(&scrape, series)
     }
 
     async fn stop(mut self) {

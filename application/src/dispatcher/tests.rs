@@ -87,6 +87,15 @@ fn store_with(rows: Vec<ClaimedRow>, finished: Arc<Mutex<Vec<FencedFinish>>>) ->
 }
 
 fn table(publisher: MockDestination) -> Arc<RouteTable> {
+    table_with(publisher, None, None)
+}
+
+/// Routes `order.*` to destination `api` over `publisher`, with the given transforms.
+fn table_with(
+    publisher: MockDestination,
+    route: Option<crate::transform::StageTransform>,
+    destination: Option<crate::transform::StageTransform>,
+) -> Arc<RouteTable> {
     let routes = [queuebox_domain::router::RouteSpec {
         topic_pattern: "order.*".into(),
         destination: "api".into(),
@@ -98,10 +107,11 @@ fn table(publisher: MockDestination) -> Arc<RouteTable> {
                 name: "api".into(),
                 kind: "http",
                 publisher: Some(Arc::new(publisher)),
-                transform: None,
+                transform: destination,
             }],
         )
-        .expect("routes"),
+        .expect("routes")
+        .with_route_transforms(vec![route]),
     )
 }
 
@@ -341,30 +351,6 @@ mod transforms {
                 "T2001: not a number",
             ))
         })
-    }
-
-    fn table_with(
-        publisher: MockDestination,
-        route: Option<StageTransform>,
-        destination: Option<StageTransform>,
-    ) -> Arc<RouteTable> {
-        let routes = [queuebox_domain::router::RouteSpec {
-            topic_pattern: "order.*".into(),
-            destination: "api".into(),
-        }];
-        Arc::new(
-            RouteTable::new(
-                &routes,
-                vec![DestinationSpec {
-                    name: "api".into(),
-                    kind: "http",
-                    publisher: Some(Arc::new(publisher)),
-                    transform: destination,
-                }],
-            )
-            .expect("routes")
-            .with_route_transforms(vec![route]),
-        )
     }
 
     /// A publisher that records every payload it is given and accepts it.
