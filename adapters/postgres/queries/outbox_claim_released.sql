@@ -40,4 +40,5 @@ RETURNING t.{outbox.id} AS id, t.{outbox.claimToken} AS claim_token, t.{outbox.t
           t.{outbox.key} AS key, t.{outbox.aggregateType} AS aggregate_type,
           t.{outbox.payload}::text AS payload, t.{outbox.headers}::text AS headers,
           t.{outbox.attempt} AS attempt, t.{outbox.maxAttempts} AS max_attempts,
-          t.{outbox.sequence} AS sequence
+          t.{outbox.sequence} AS sequence,
+          floor(extract(epoch FROM t.{outbox.createdAt}) * 1000)::bigint AS created_at_ms

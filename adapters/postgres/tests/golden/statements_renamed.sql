@@ -149,7 +149,8 @@ RETURNING t."id" AS id, t."claim_token" AS claim_token, t."topic" AS topic,
           t."key" AS key, t."aggregate_type" AS aggregate_type,
           t."body"::text AS payload, t."headers"::text AS headers,
           t."attempt" AS attempt, t."max_attempts" AS max_attempts,
-          t."sequence" AS sequence;
+          t."sequence" AS sequence,
+          floor(extract(epoch FROM t."created_at") * 1000)::bigint AS created_at_ms;
 
 -- outbox_renew
 UPDATE "qb_outbox" t
