@@ -65,15 +65,6 @@ impl TestDatabase {
         format!("jdbc:postgresql://{}/{}", self.host_port, self.name)
     }
 
-    /// A small pool on this database, for helpers that query through `&self`.
-    pub async fn pool(&self) -> sqlx::PgPool {
-        sqlx::postgres::PgPoolOptions::new()
-            .max_connections(2)
-            .connect(&self.url)
-            .await
-            .expect("connect to the test database")
-    }
-
     /// Opens a connection to this database.
     pub async fn connect(&self) -> PgConnection {
         PgConnection::connect(&self.url)
