@@ -1,5 +1,5 @@
-//! Wiring of the admin routes: the credential check of `admin.auth` and the replay use case over
-//! the outbox table and the configured routes.
+//! Wiring of the admin routes: the credential check of `admin.auth`, the replay use case over the
+//! outbox table and the configured routes, and the JSONata transformer of the transform test.
 
 use crate::database::Database;
 use crate::delivery::route_specs;
@@ -9,6 +9,7 @@ use queuebox_application::replay::{DEFAULT_REPLAY_BATCH, ReplayService};
 use queuebox_config::Settings;
 use queuebox_domain::router::Router;
 use queuebox_http::AdminRoutes;
+use queuebox_transform::JsonataTransformer;
 use std::sync::Arc;
 
 /// The admin routes, or `None` when `admin.enabled` is false (their paths then answer 404).
@@ -37,5 +38,9 @@ pub fn routes(settings: &Settings, database: &Database) -> anyhow::Result<Option
         auth: admin.auth.as_ref().map(credential_check),
         max_payload_bytes: admin.max_payload_bytes,
         replay: Arc::new(replay),
+        // Its own transformer, so the slow evaluations a caller can start here share a lane of
+        // their own and never take the lane of the delivery transforms.
+        transformer: Arc::new(JsonataTransformer::new()),
+        max_transform_timeout: admin.max_transform_timeout,
     }))
 }

@@ -788,3 +788,263 @@ async fn the_dispatcher_delivers_a_replayed_dead_row_again() {
     .await;
     admin.stop().await;
 }
+
+// ------------------------------------------------------------------------------------------------
+// POST /admin/transform/test
+// ------------------------------------------------------------------------------------------------
+
+/// Recursion that never ends: the depth limit stops it.
+const RUNAWAY_RECURSION: &str = "($f := function($n) { 1 + $f($n + 1) }; $f(0))";
+/// A loop that outlasts any short timeout without deep recursion.
+const RUNAWAY_LOOP: &str = "$count([1..10000000].($string($) & 'x'))";
+
+/// `POST /admin/transform/test` with the bearer token.
+async fn transform_test(admin: &Admin, request: Value) -> Answer {
+    admin
+        .post(
+            "/admin/transform/test",
+            &[("authorization", &format!("Bearer {TOKEN}"))],
+            &request.to_string(),
+        )
+        .await
+}
+
+/// The error text of a `{"success":false,"error":...}` answer with `status`.
+fn failure(answer: &Answer, status: u16) -> String {
+    assert_eq!(answer.status, status, "{answer:?}");
+    let body = answer.json();
+    assert_eq!(body["success"], json!(false), "{body}");
+    assert_eq!(
+        body.as_object().map(|o| o.len()),
+        Some(2),
+        "only success and error: {body}"
+    );
+    body["error"].as_str().expect("error text").to_owned()
+}
+
+#[tokio::test]
+async fn transform_test_evaluates_and_shows_the_variables_it_saw() {
+    let admin = Admin::start(&format!("{}  maxTransformTimeoutMs: 300\n", bearer_admin())).await;
+
+    // The documented example.
+    let answer = transform_test(
+        &admin,
+        json!({
+            "expression": "{ \"total\": $sum(items.(price * qty)) }",
+            "payload": {"items": [{"price": 10, "qty": 2}, {"price": 5, "qty": 3}]},
+            "mockTopic": "order.created",
+        }),
+    )
+    .await;
+    assert_eq!(answer.status, 200, "{answer:?}");
+    let body = answer.json();
+    assert_eq!(body["success"], json!(true));
+    assert_eq!(body["result"], json!({ "total": 35 }));
+    let context = body["context"].as_object().expect("context").clone();
+    let keys: BTreeSet<&str> = context.keys().map(String::as_str).collect();
+    assert_eq!(
+        keys,
+        BTreeSet::from(["attempt", "messageId", "timestamp", "topic"])
+    );
+    assert_eq!(context["topic"], json!("order.created"));
+    assert_eq!(context["attempt"], json!(0));
+    let message_id = context["messageId"].as_str().expect("messageId");
+    Uuid::parse_str(message_id).expect("messageId is a UUID");
+    let timestamp = context["timestamp"].as_str().expect("timestamp");
+    assert!(
+        timestamp.len() == 24 && timestamp.ends_with('Z') && timestamp.as_bytes()[10] == b'T',
+        "ISO-8601 UTC with milliseconds: {timestamp}"
+    );
+
+    // The variables the expression sees are the ones the context shows; $headers, $eventType and
+    // $idempotencyKey are not bound, $source only with mockSource, $topic defaults to test.topic.
+    let variables = "{ 'topic': $topic, 'source': $source, 'attempt': $attempt, 'id': $messageId, \
+                     'time': $timestamp, 'headers': $headers, 'eventType': $eventType, \
+                     'key': $idempotencyKey, 'body': $ }";
+    let answer = transform_test(
+        &admin,
+        json!({ "expression": variables, "payload": {"a": 1}, "mockSource": "stripe" }),
+    )
+    .await;
+    assert_eq!(answer.status, 200, "{answer:?}");
+    let body = answer.json();
+    let seen = &body["result"];
+    assert_eq!(seen["topic"], json!("test.topic"));
+    assert_eq!(seen["source"], json!("stripe"));
+    assert_eq!(seen["attempt"], json!(0));
+    assert_eq!(seen["id"], body["context"]["messageId"]);
+    assert_eq!(seen["time"], body["context"]["timestamp"]);
+    assert_eq!(seen["body"], json!({"a": 1}));
+    for unbound in ["headers", "eventType", "key"] {
+        assert!(seen.get(unbound).is_none(), "{unbound} is bound: {seen}");
+    }
+    let without_source =
+        transform_test(&admin, json!({ "expression": variables, "payload": {} })).await;
+    assert!(
+        without_source.json()["result"].get("source").is_none(),
+        "{without_source:?}"
+    );
+
+    // A random id per request.
+    let again = transform_test(&admin, json!({ "expression": "$messageId", "payload": 1 })).await;
+    assert_ne!(again.json()["result"], body["context"]["messageId"]);
+
+    // An undefined result is a success without a result.
+    let undefined = transform_test(
+        &admin,
+        json!({ "expression": "nothing.here", "payload": {} }),
+    )
+    .await;
+    assert_eq!(undefined.status, 200, "{undefined:?}");
+    assert_eq!(undefined.json()["success"], json!(true));
+    assert!(undefined.json().get("result").is_none(), "{undefined:?}");
+    admin.stop().await;
+}
+
+#[tokio::test]
+async fn transform_test_answers_every_row_of_its_status_table() {
+    let admin = Admin::start(&format!("{}  maxTransformTimeoutMs: 300\n", bearer_admin())).await;
+
+    // 400: not a valid request.
+    for (request, start) in [
+        (
+            json!({ "payload": {} }),
+            "Invalid request: expression is required",
+        ),
+        (
+            json!({ "expression": "$" }),
+            "Invalid request: payload is required",
+        ),
+        (
+            json!({ "expression": 5, "payload": {} }),
+            "Invalid request: expression: ",
+        ),
+        (
+            json!({ "expression": "$", "payload": {}, "timeoutMs": "soon" }),
+            "Invalid request: timeoutMs: ",
+        ),
+        (
+            json!({ "expression": "$", "payload": {}, "mockTopic": 7 }),
+            "Invalid request: mockTopic: ",
+        ),
+    ] {
+        let error = failure(&transform_test(&admin, request.clone()).await, 400);
+        assert!(error.starts_with(start), "{request}: {error}");
+    }
+    let bearer = format!("Bearer {TOKEN}");
+    let not_json = admin
+        .post(
+            "/admin/transform/test",
+            &[("authorization", &bearer)],
+            "{nope",
+        )
+        .await;
+    assert!(failure(&not_json, 400).starts_with("Invalid request: the body is not JSON"));
+
+    // 400: the expression does not compile.
+    let error = failure(
+        &transform_test(&admin, json!({ "expression": "$sum(", "payload": {} })).await,
+        400,
+    );
+    assert!(error.starts_with("Invalid expression: "), "{error}");
+
+    // 400: the evaluation fails.
+    let error = failure(
+        &transform_test(
+            &admin,
+            json!({ "expression": "$error('no way')", "payload": {} }),
+        )
+        .await,
+        400,
+    );
+    assert!(error.contains("no way"), "{error}");
+
+    // 400: out of time. The caller's timeout is used up to admin.maxTransformTimeoutMs (300 here);
+    // the default is 100.
+    for (request, bound) in [
+        (
+            json!({ "expression": RUNAWAY_LOOP, "payload": {} }),
+            "100 ms",
+        ),
+        (
+            json!({ "expression": RUNAWAY_LOOP, "payload": {}, "timeoutMs": 60_000 }),
+            "300 ms",
+        ),
+        (
+            json!({ "expression": RUNAWAY_LOOP, "payload": {}, "timeoutMs": 150 }),
+            "150 ms",
+        ),
+    ] {
+        let error = failure(&transform_test(&admin, request.clone()).await, 400);
+        assert!(error.contains(bound), "{request}: {error}");
+    }
+    // 400: too deep (maxDepth 100, as a transform block's default).
+    let error = failure(
+        &transform_test(
+            &admin,
+            json!({ "expression": RUNAWAY_RECURSION, "payload": {} }),
+        )
+        .await,
+        400,
+    );
+    assert!(error.contains("maxDepth 100"), "{error}");
+
+    // 401 in the same shape.
+    let request = json!({ "expression": "$", "payload": {} }).to_string();
+    for headers in [&[][..], &[("authorization", "Bearer wrong")][..]] {
+        let answer = admin.post("/admin/transform/test", headers, &request).await;
+        let error = failure(&answer, 401);
+        assert!(!error.contains(TOKEN), "{error}");
+    }
+
+    // 413 in the same shape.
+    let large = json!({ "expression": "$", "payload": "x".repeat(MAX_PAYLOAD) }).to_string();
+    let answer = admin
+        .post(
+            "/admin/transform/test",
+            &[("authorization", &bearer)],
+            &large,
+        )
+        .await;
+    assert_eq!(
+        failure(&answer, 413),
+        format!("Request body exceeds {MAX_PAYLOAD} bytes")
+    );
+    admin.stop().await;
+}
+
+#[tokio::test]
+async fn transform_test_works_with_hmac_on_the_management_port() {
+    let admin = Admin::start_with(
+        "admin:\n  enabled: true\n  auth:\n    type: hmac\n    secret: whsec-admin\n    algorithm: HmacSHA512\n    signaturePrefix: \"sha512=\"\n",
+        ROUTES,
+        true,
+        3_600_000,
+    )
+    .await;
+    let body = json!({ "expression": "$.amount * 2", "payload": {"amount": 21} }).to_string();
+    let mut mac = <Hmac<sha2::Sha512> as KeyInit>::new_from_slice(b"whsec-admin").expect("key");
+    mac.update(body.as_bytes());
+    let signature = format!("sha512={}", hex::encode(mac.finalize().into_bytes()));
+    let answer = admin
+        .post(
+            "/admin/transform/test",
+            &[("x-signature", &signature)],
+            &body,
+        )
+        .await;
+    assert_eq!(answer.status, 200, "{answer:?}");
+    assert_eq!(answer.json()["result"], json!(42));
+    let wrong = admin
+        .post(
+            "/admin/transform/test",
+            &[("x-signature", "sha512=00")],
+            &body,
+        )
+        .await;
+    assert_eq!(
+        failure(&wrong, 401),
+        "Invalid signature in header X-Signature"
+    );
+    admin.stop().await;
+}

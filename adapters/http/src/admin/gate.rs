@@ -8,11 +8,14 @@ use salvo::http::{ParseError, StatusCode};
 use salvo::prelude::*;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-/// How a route writes a failure.
+/// How a route writes a failure: the replay route answers `{"error": ...}`, the transform test
+/// `{"success": false, "error": ...}`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Shape {
     /// `{"error": message}`.
     Plain,
+    /// `{"success": false, "error": message}`.
+    Flagged,
 }
 
 impl Shape {
@@ -20,6 +23,11 @@ impl Shape {
     pub(crate) fn fail(self, res: &mut Response, status: StatusCode, message: &str) {
         match self {
             Shape::Plain => responses::error(res, status, message),
+            Shape::Flagged => responses::json(
+                res,
+                status,
+                &serde_json::json!({ "success": false, "error": message }),
+            ),
         }
     }
 }

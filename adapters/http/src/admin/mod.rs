@@ -1,4 +1,4 @@
-//! The admin routes: `POST /admin/replay` (and `POST /admin/transform/test`), served only when
+//! The admin routes: `POST /admin/transform/test` and `POST /admin/replay`, served only when
 //! `admin.enabled`, on the management port when there is one.
 //!
 //! Every admin request goes through the same gate before its route sees it: the body is read
@@ -9,12 +9,15 @@
 mod gate;
 mod replay;
 mod request;
+mod transform_test;
 
 use gate::Gate;
 use queuebox_domain::inbox::auth::CredentialCheck;
 use queuebox_ports::replay::Replay;
+use queuebox_ports::transform::Transformer;
 use salvo::prelude::*;
 use std::sync::Arc;
+use std::time::Duration;
 
 /// What the admin routes need.
 pub struct AdminRoutes {
@@ -24,6 +27,10 @@ pub struct AdminRoutes {
     pub max_payload_bytes: usize,
     /// The replay use case.
     pub replay: Arc<dyn Replay>,
+    /// The JSONata implementation the transform test compiles the caller's expression with.
+    pub transformer: Arc<dyn Transformer>,
+    /// `admin.maxTransformTimeoutMs`: the largest timeout a caller of the transform test gets.
+    pub max_transform_timeout: Duration,
 }
 
 /// The router of the admin routes.
@@ -32,8 +39,16 @@ pub(crate) fn router(admin: AdminRoutes) -> Router {
         auth: admin.auth,
         max_payload_bytes: admin.max_payload_bytes,
     });
-    Router::with_path("admin").push(Router::with_path("replay").post(replay::ReplayRoute {
-        gate,
-        replay: admin.replay,
-    }))
+    Router::with_path("admin")
+        .push(
+            Router::with_path("transform/test").post(transform_test::TransformTestRoute {
+                gate: Arc::clone(&gate),
+                transformer: admin.transformer,
+                max_timeout: admin.max_transform_timeout,
+            }),
+        )
+        .push(Router::with_path("replay").post(replay::ReplayRoute {
+            gate,
+            replay: admin.replay,
+        }))
 }
