@@ -9,7 +9,11 @@
 //! Among layers 2 to 4 a later layer replaces an earlier header of the same name, in any letter
 //! case, so a row header wins over a static or auth header. The standard headers are never
 //! replaced: a later header with a standard name is sent beside it, as a second value, which is the
-//! documented behaviour (the reference tells users not to do this). Framing and hop-by-hop headers
+//! documented behaviour (the reference tells users not to do this). `Content-Type` is the exception:
+//! the body is always the JSON payload, so a `Content-Type` from layers 2 to 4 is dropped rather than
+//! sent as a second value. Relayed inbox rows carry the webhook sender's `content-type`, and a
+//! request with two `Content-Type` values is one many receivers refuse (for example with 415) or
+//! read as the unparseable `application/json, application/json`. Framing and hop-by-hop headers
 //! (`Host`, `Content-Length`, `Transfer-Encoding`, `Connection`, `Keep-Alive`, `TE`, `Trailer`,
 //! `Upgrade`, `Expect`, `Proxy-*`) are never copied from layers 2 to 4: the HTTP client owns them,
 //! and a row that could set them could break the request framing or talk to a proxy.
@@ -104,7 +108,7 @@ pub fn http_delivery_headers(delivery: &HttpDelivery<'_>) -> Vec<(String, String
         .chain(auth)
         .chain(delivery.row_headers.iter().cloned());
     for (name, value) in layers {
-        if is_framing_header(&name) {
+        if is_framing_header(&name) || name.eq_ignore_ascii_case(CONTENT_TYPE) {
             continue;
         }
         merged.retain(|(existing, _)| !existing.eq_ignore_ascii_case(&name));
@@ -233,18 +237,24 @@ mod tests {
 
     #[test]
     fn a_standard_name_in_a_row_is_sent_beside_the_standard_header() {
-        let row = pairs(&[("x-message-id", "forged"), ("Content-Type", "text/plain")]);
+        let row = pairs(&[("x-message-id", "forged"), ("X-Topic", "other")]);
         let headers = http_delivery_headers(&delivery(None, &[], None, &row));
         assert_eq!(
             values(&headers, X_MESSAGE_ID),
             ["11111111-1111-1111-1111-111111111111", "forged"]
         );
-        assert_eq!(
-            values(&headers, CONTENT_TYPE),
-            ["application/json", "text/plain"]
-        );
+        assert_eq!(values(&headers, X_TOPIC), ["order.created", "other"]);
         // The standard value stays first, so a receiver reading one value reads QueueBox's.
         assert_eq!(headers[1].1, "11111111-1111-1111-1111-111111111111");
+    }
+
+    #[test]
+    fn content_type_is_only_ever_application_json() {
+        // A relayed webhook row carries the sender's content-type; a static header may name one.
+        let statics = pairs(&[("Content-Type", "application/cloudevents+json")]);
+        let row = pairs(&[("content-type", "application/json; charset=utf-8")]);
+        let headers = http_delivery_headers(&delivery(None, &statics, None, &row));
+        assert_eq!(values(&headers, CONTENT_TYPE), ["application/json"]);
     }
 
     #[test]

@@ -317,6 +317,9 @@ fn check_header(name: &str, value: &str) -> Result<(), String> {
     if is_framing_header(name) {
         return Err("the HTTP client sets this header itself".to_owned());
     }
+    if name.eq_ignore_ascii_case(queuebox_domain::headers::CONTENT_TYPE) {
+        return Err("QueueBox always sends Content-Type: application/json; remove it".to_owned());
+    }
     if HeaderValue::from_bytes(value.as_bytes()).is_err() {
         return Err("the value holds a character HTTP forbids".to_owned());
     }

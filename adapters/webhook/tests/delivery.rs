@@ -190,6 +190,8 @@ async fn row_headers_win_and_framing_headers_are_dropped() {
         ("TE", "trailers"),
         ("Trailer", "X-Foo"),
         ("Proxy-Authorization", "Basic Zm9vOmJhcg=="),
+        // what every relayed webhook row carries
+        ("content-type", "text/plain; charset=utf-8"),
     ]
     .iter()
     .map(|(n, v)| ((*n).to_owned(), (*v).to_owned()))
@@ -221,6 +223,7 @@ async fn row_headers_win_and_framing_headers_are_dropped() {
         assert!(request.header(absent).is_none(), "{absent} was sent");
     }
     assert_ne!(request.header("connection"), Some("close"));
+    assert_eq!(request.header_values("content-type"), ["application/json"]);
     assert_eq!(request.body, msg.payload);
 }
 

@@ -110,6 +110,16 @@ async fn refuses_framing_static_headers_and_a_zero_timeout() {
     ));
 
     let mut options = with_base("https://api.example.com");
+    options.headers = vec![("content-type".to_owned(), "text/plain".to_owned())];
+    match build(options).await {
+        Err(WebhookError::InvalidSetting { what, .. }) => {
+            assert!(what.contains("headers.content-type"), "{what}");
+            assert!(what.contains("application/json"), "{what}");
+        }
+        other => panic!("a static Content-Type was accepted: {:?}", other.is_ok()),
+    }
+
+    let mut options = with_base("https://api.example.com");
     options.timeout = std::time::Duration::ZERO;
     assert!(matches!(
         build(options).await,
