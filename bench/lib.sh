@@ -89,6 +89,13 @@ new_db() {
   _DBS+=("$name")
 }
 
+# DEST_TRANSFORM: a JSONata expression set as the sink destination's transform (the cost of a
+# destination transform); empty for none.
+dest_transform() {
+  [ -n "${DEST_TRANSFORM:-}" ] || return 0
+  printf "    transform:\n      expression: '%s'\n" "${DEST_TRANSFORM//\'/\'\'}"
+}
+
 # write_config DB FILE: a QueueBox configuration that delivers every topic to the receiver.
 write_config() {
   local db=$1 file=$2
@@ -112,6 +119,7 @@ destinations:
     baseUrl: http://127.0.0.1:$RECV_PORT
     path: /events
     timeoutMs: 30000
+$(dest_transform)
 routes:
   - topicPattern: "**"
     destination: sink

@@ -21,7 +21,7 @@
 # so QueueBox's start-up is not in it. CPU: utime+stime deltas from /proc (QueueBox, receiver, all
 # postgres processes, whole machine) over the window from ready to the target. Memory: VmRSS/VmHWM of
 # QueueBox from /proc/PID/status at idle (after ready) and at the end (VmHWM = peak).
-# Settings: BATCH, CONC, POLL, POOL (see lib.sh). RUN_TIMEOUT bounds each run (default 300 s).
+# Settings: BATCH, CONC, POLL, POOL, DEST_TRANSFORM (see lib.sh). RUN_TIMEOUT bounds each run (default 300 s).
 # CLAIM_LOG=1: a separate, slower run that sets log_min_duration_statement = 0 on the run database only
 # (ALTER DATABASE, as the postgres superuser through runuser) and reads the server log afterwards:
 # p50/p99 of the execute time of the keyed claim, the unkeyed claim and the batched finish.
