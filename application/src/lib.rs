@@ -10,6 +10,9 @@ pub mod ingest;
 pub mod lifecycle;
 pub mod relay;
 pub mod replay;
+pub mod retention;
 pub mod telemetry;
+#[cfg(test)]
+mod test_metrics;
 pub mod transform;
 pub mod worker_health;

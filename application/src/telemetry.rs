@@ -182,6 +182,30 @@ impl RelayMetrics {
     }
 }
 
+/// The retention cleanup metrics of one table, registered when the cleanup starts.
+pub struct CleanupMetrics {
+    /// `queuebox_cleanup_messages_deleted_total{table}`.
+    pub deleted: metrics::Counter,
+    /// `queuebox_cleanup_duration_seconds{table}` and its `_max`.
+    pub duration: Timer,
+    /// `queuebox_cleanup_last_run_timestamp{table}`: Unix seconds of the last complete run.
+    pub last_run: metrics::Gauge,
+}
+
+impl CleanupMetrics {
+    /// Registers the cleanup metrics of `table` (`outbox` or `inbox`).
+    pub fn new(table: &'static str) -> Self {
+        Self {
+            deleted: metrics::counter!(names::CLEANUP_MESSAGES_DELETED_TOTAL, "table" => table),
+            duration: Timer::new(
+                metrics::histogram!(names::CLEANUP_DURATION_SECONDS, "table" => table),
+                metrics::gauge!(max_name(names::CLEANUP_DURATION_SECONDS), "table" => table),
+            ),
+            last_run: metrics::gauge!(names::CLEANUP_LAST_RUN_TIMESTAMP, "table" => table),
+        }
+    }
+}
+
 /// The ingest metrics. Each is recorded by name at the moment it happens, so a status, reason or
 /// source appears in the scrape only after its first occurrence, as the metrics reference says.
 pub struct IngestEvents;

@@ -1,5 +1,5 @@
-//! The health component of a claiming worker (the outbox dispatcher, the inbox relay): down while its
-//! claims fail and once it has stopped. A worker that has not finished its first claim is up: it runs
+//! The health component of a background worker (the outbox dispatcher, the inbox relay, the retention
+//! cleanup): down while its work fails and once it has stopped. A worker that has not finished its first claim is up: it runs
 //! and has seen no fault, and the `database` component already answers for the database at start;
 //! reporting it down would turn readiness 503 for the first moments of every start.
 
@@ -19,14 +19,22 @@ enum State {
 #[derive(Debug)]
 pub struct WorkerHealth {
     name: &'static str,
+    /// What failed, leading the reason of a failure: `claims fail` for a claiming worker.
+    failing: &'static str,
     state: Mutex<State>,
 }
 
 impl WorkerHealth {
     /// A component named `name` (for example `outbox-poller`), up until told otherwise.
     pub fn new(name: &'static str) -> Self {
+        Self::with_failure(name, "claims fail")
+    }
+
+    /// A component named `name` whose failures read `<failing>: <reason>`.
+    pub fn with_failure(name: &'static str, failing: &'static str) -> Self {
         Self {
             name,
+            failing,
             state: Mutex::new(State::Starting),
         }
     }
@@ -42,6 +50,16 @@ impl WorkerHealth {
     }
 
     pub(crate) fn claim_failed(&self, reason: String) {
+        self.set(State::Failing(reason));
+    }
+
+    /// A periodic worker (the retention cleanup) finished a run without error.
+    pub(crate) fn run_succeeded(&self) {
+        self.set(State::Running);
+    }
+
+    /// A periodic worker's run failed.
+    pub(crate) fn run_failed(&self, reason: String) {
         self.set(State::Failing(reason));
     }
 
@@ -64,7 +82,7 @@ impl HealthCheck for WorkerHealth {
             .unwrap_or(State::Failing("state unavailable".into()));
         match state {
             State::Running | State::Starting => Ok(()),
-            State::Failing(reason) => Err(format!("claims fail: {reason}")),
+            State::Failing(reason) => Err(format!("{}: {reason}", self.failing)),
             State::Stopped => Err(format!("{} has stopped", self.name)),
         }
     }

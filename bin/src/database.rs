@@ -6,6 +6,7 @@ use queuebox_ports::health::HealthCheck;
 use queuebox_ports::inbox::{InboxStore, RelayStore};
 use queuebox_ports::outbox::OutboxStore;
 use queuebox_ports::replay::ReplayStore;
+use queuebox_ports::retention::RetentionStore;
 use std::sync::Arc;
 
 /// An open, prepared database of one of the compiled-in kinds.
@@ -66,6 +67,14 @@ impl Database {
         match self {
             #[cfg(feature = "postgres")]
             Database::Postgres(db) => Arc::new(db.replay_store()),
+        }
+    }
+
+    /// Both tables, for the retention cleanup.
+    pub fn retention_store(&self) -> Arc<dyn RetentionStore> {
+        match self {
+            #[cfg(feature = "postgres")]
+            Database::Postgres(db) => Arc::new(db.retention_store()),
         }
     }
 

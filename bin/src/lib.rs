@@ -11,6 +11,7 @@ pub mod database;
 pub mod delivery;
 pub mod ingest;
 pub mod logging;
+pub mod retention;
 pub mod serve;
 pub mod signals;
 pub mod telemetry;

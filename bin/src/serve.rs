@@ -11,6 +11,7 @@ use queuebox_application::health::HealthRegistry;
 use queuebox_application::ingest::{IngestPipeline, system_clock};
 use queuebox_application::lifecycle::Workers;
 use queuebox_application::relay::Relay;
+use queuebox_application::retention::RetentionService;
 use queuebox_config::Settings;
 use queuebox_config::SourceKind;
 use queuebox_http::{HttpServer, InboxRoutes, Listeners, MetricsRender, ServerOptions};
@@ -74,6 +75,15 @@ pub async fn run(
         );
         health.register(relay.health_check());
         workers.spawn("inbox-relay", move |stop| relay.run(stop));
+    }
+
+    if settings.retention.enabled {
+        let retention = RetentionService::new(
+            database.retention_store(),
+            crate::retention::plans(&settings.retention),
+        );
+        health.register(retention.health_check());
+        workers.spawn("retention", move |stop| retention.run(stop));
     }
 
     let (ingest_sources, inbox_routes) = ingest::sources(&settings, &transforms)?;

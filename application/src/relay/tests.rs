@@ -3,8 +3,9 @@
 
 use super::*;
 use crate::lifecycle::Workers;
+use crate::test_metrics::{Sample, samples};
 use async_trait::async_trait;
-use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
+use metrics_util::debugging::{DebuggingRecorder, Snapshotter};
 use mockall::mock;
 use queuebox_domain::template::Template;
 use queuebox_ports::inbox::{ForwardedRow, RelayRow};
@@ -111,31 +112,6 @@ fn relay(store: MockStore) -> (Relay, Snapshotter) {
         ..Relay::new(Arc::new(store), topics(), options())
     };
     (relay, snapshotter)
-}
-
-/// One metric sample: name, labels, value.
-type Sample = (String, Vec<(String, String)>, f64);
-
-/// Every sample recorded so far. A debugging snapshot resets what it reads, so take one per check.
-fn samples(snapshotter: &Snapshotter) -> Vec<Sample> {
-    snapshotter
-        .snapshot()
-        .into_vec()
-        .into_iter()
-        .map(|(key, _, _, value)| {
-            let labels = key
-                .key()
-                .labels()
-                .map(|l| (l.key().to_owned(), l.value().to_owned()))
-                .collect();
-            let value = match value {
-                DebugValue::Counter(count) => count as f64,
-                DebugValue::Gauge(gauge) => gauge.into_inner(),
-                DebugValue::Histogram(_) => f64::NAN,
-            };
-            (key.key().name().to_owned(), labels, value)
-        })
-        .collect()
 }
 
 fn value(samples: &[Sample], name: &str, label: Option<(&str, &str)>) -> f64 {
