@@ -343,11 +343,12 @@ fn delivery_sections(receiver: &str) -> String {
         )
     };
     format!(
-        "destinations:\n{}{}{}{}routes:\n{}{}{}{}{}{}{}",
+        "destinations:\n{}{}{}{}{}routes:\n{}{}{}{}{}{}{}{}",
         destination("enveloped", Some((envelope, "Fail"))),
         destination("plain", None),
         destination("killing", Some((refuse, "Dead"))),
         destination("skipping", Some((refuse, "Skip"))),
+        destination("refusing", Some((refuse, "Fail"))),
         route("chain.*", "enveloped", (wrap_route, "Fail", "")),
         route("failing.*", "plain", (refuse, "Fail", "")),
         route("deaddest.*", "killing", (wrap_route, "Fail", "")),
@@ -359,6 +360,7 @@ fn delivery_sections(receiver: &str) -> String {
             "plain",
             (RUNAWAY_RECURSION, "Dead", "maxDepth: 20")
         ),
+        route("faildest.*", "refusing", (wrap_route, "Fail", "")),
     )
 }
 
@@ -410,6 +412,7 @@ async fn fail_retries_with_an_attempt_spent_dead_is_dead_at_once_and_skip_passes
     let dead = service.insert("deaddest.x", json!({"n": 2}), 5).await;
     let skip_route = service.insert("skiproute.x", json!({"n": 3}), 5).await;
     let skip_destination = service.insert("skipdest.x", json!({"n": 4}), 5).await;
+    let failing_destination = service.insert("faildest.x", json!({"n": 5}), 1).await;
 
     // Fail: each delivery fails and spends an attempt until the row's ceiling (2) sends it dead:
     // the first delivery and two retries, three transform failures.
@@ -428,12 +431,24 @@ async fn fail_retries_with_an_attempt_spent_dead_is_dead_at_once_and_skip_passes
         error.starts_with("destinations.killing.transform failed: "),
         "{error}"
     );
+    // Fail at the destination stage: the same retry path (ceiling 1: one retry, then dead).
+    let (_, attempt, error, _) = service.wait_state(failing_destination, "dead").await;
+    assert_eq!(attempt, 1);
+    let error = error.expect("last_error");
+    assert!(
+        error.starts_with("destinations.refusing.transform failed: "),
+        "{error}"
+    );
     service.wait_state(skip_route, "sent").await;
     service.wait_state(skip_destination, "sent").await;
 
     let requests = receiver.requests();
     assert!(carrying(&requests, failing).is_empty(), "{requests:#?}");
     assert!(carrying(&requests, dead).is_empty(), "{requests:#?}");
+    assert!(
+        carrying(&requests, failing_destination).is_empty(),
+        "{requests:#?}"
+    );
     // A skipped route stage passes the stored payload to the destination stage.
     let body = carrying(&requests, skip_route)[0].json();
     assert_eq!(body["data"], json!({"n": 3}), "{body}");
@@ -446,7 +461,8 @@ async fn fail_retries_with_an_attempt_spent_dead_is_dead_at_once_and_skip_passes
         service
             .metric(r#"queuebox_transform_failures_total{strategy="Fail"}"#)
             .await,
-        3.0
+        5.0,
+        "three failures of the route stage, two of the destination stage"
     );
     assert_eq!(
         service
