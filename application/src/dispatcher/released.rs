@@ -3,11 +3,15 @@
 //! A finished head (sent or dead) frees its key: the key's next row may go at once. The claim walk
 //! would reach that key again only after a rotation over every ready key, so the claim loop hands
 //! these keys to the next claim, which takes their new heads first (within half of its limit).
+//!
+//! The newest keys go first. With every key busy, more keys are freed between two claims than the
+//! half of a claim takes; oldest-first would make a freed key queue behind about a thousand others
+//! (a second, slower rotation), and a hot key would again wait seconds for each row.
 
 use std::collections::{HashSet, VecDeque};
 use std::sync::Mutex;
 
-/// The freed keys, oldest first, each at most once.
+/// The freed keys in the order they were freed, each at most once.
 pub(crate) struct Released {
     keys: Mutex<Queue>,
     /// The most keys kept; beyond it the oldest are dropped (the walk still reaches them).
@@ -44,13 +48,14 @@ impl Released {
         }
     }
 
-    /// Takes up to `most` keys, oldest first.
+    /// Takes up to `most` keys, the most recently freed first.
     pub(crate) fn take(&self, most: usize) -> Vec<String> {
         self.keys
             .lock()
             .map(|mut queue| {
                 let n = most.min(queue.order.len());
-                let taken: Vec<String> = queue.order.drain(..n).collect();
+                let from = queue.order.len() - n;
+                let taken: Vec<String> = queue.order.drain(from..).rev().collect();
                 for key in &taken {
                     queue.present.remove(key);
                 }
@@ -65,13 +70,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn keeps_each_key_once_oldest_first_and_drops_the_oldest_beyond_capacity() {
+    fn keeps_each_key_once_newest_first_and_drops_the_oldest_beyond_capacity() {
         let released = Released::new(3);
         for key in ["a", "b", "a", "c", "d"] {
             released.push(key.to_owned());
         }
-        assert_eq!(released.take(2), vec!["b".to_owned(), "c".to_owned()]);
-        assert_eq!(released.take(5), vec!["d".to_owned()]);
+        // "a" was dropped (oldest beyond three); the newest go first.
+        assert_eq!(released.take(2), vec!["d".to_owned(), "c".to_owned()]);
+        released.push("e".to_owned());
+        assert_eq!(released.take(5), vec!["e".to_owned(), "b".to_owned()]);
         assert!(released.take(5).is_empty());
+        // A taken key may be freed again.
+        released.push("d".to_owned());
+        assert_eq!(released.take(1), vec!["d".to_owned()]);
     }
 }
