@@ -97,8 +97,10 @@ impl TestDb {
                 params: vec![],
             },
             pool_size: 5,
-            connection_timeout: Duration::from_secs(5),
-            startup_timeout: Duration::from_secs(10),
+            // Generous: a loaded CI machine can take seconds to hand out a connection, and a test
+            // that means to time out sets its own, shorter bounds.
+            connection_timeout: Duration::from_secs(20),
+            startup_timeout: Duration::from_secs(30),
             migrate,
             schema,
         }
