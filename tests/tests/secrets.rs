@@ -184,14 +184,19 @@ async fn post(port: u16, path: &str, headers: &[(&str, &str)], body: &str) -> u1
 
 /// `POST /admin/replay` with `authorization`; the status and the body.
 async fn admin_replay(port: u16, authorization: &str, body: &str) -> (u16, String) {
+    admin_post(port, "/admin/replay", authorization, body).await
+}
+
+/// `POST <path>` on the admin routes with `authorization`; the status and the body.
+async fn admin_post(port: u16, path: &str, authorization: &str, body: &str) -> (u16, String) {
     let response = queuebox_tests::http()
-        .post(format!("http://127.0.0.1:{port}/admin/replay"))
+        .post(format!("http://127.0.0.1:{port}{path}"))
         .header("Authorization", authorization)
         .header("content-type", "application/json")
         .body(body.to_owned())
         .send()
         .await
-        .expect("POST /admin/replay");
+        .unwrap_or_else(|error| panic!("POST {path}: {error}"));
     let status = response.status().as_u16();
     (status, response.text().await.expect("admin answer"))
 }
@@ -351,6 +356,13 @@ async fn no_configured_secret_reaches_the_log_last_error_or_stored_headers() {
     let refused = admin_replay(port, &wrong, r#"{"destination":"tokenfail"}"#).await;
     assert_eq!(refused.0, 401, "{refused:?}");
     let right = format!("Bearer {}", s.get("admin token"));
+    // The transform test route: refused with a wrong credential, answered with the right one.
+    let test_body = r#"{"expression":"{\"seen\": $, \"topic\": $topic}","payload":{"a":1},"mockTopic":"t.x"}"#;
+    let refused_test = admin_post(port, "/admin/transform/test", &wrong, test_body).await;
+    assert_eq!(refused_test.0, 401, "{refused_test:?}");
+    let tested = admin_post(port, "/admin/transform/test", &right, test_body).await;
+    assert_eq!(tested.0, 200, "{tested:?}");
+    assert!(tested.1.contains(r#""topic":"t.x""#), "{tested:?}");
     let replayed = admin_replay(port, &right, r#"{"destination":"tokenfail"}"#).await;
     assert_eq!(replayed, (200, r#"{"moved":1}"#.to_owned()));
     wait_until("the replayed row to fail again", SETTLE, || async {
@@ -444,7 +456,10 @@ async fn no_configured_secret_reaches_the_log_last_error_or_stored_headers() {
         assert!(log.contains(line), "the log lacks {line:?}:\n{log}");
     }
     s.assert_absent("the serve log", &log);
-    s.assert_absent("the admin answers", &format!("{refused:?} {replayed:?}"));
+    s.assert_absent(
+        "the admin answers",
+        &format!("{refused:?} {replayed:?} {refused_test:?} {tested:?}"),
+    );
     s.assert_absent("serve stdout", &qb.stdout());
     for error in &last_errors {
         s.assert_absent("last_error", error);
