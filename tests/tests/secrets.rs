@@ -357,7 +357,8 @@ async fn no_configured_secret_reaches_the_log_last_error_or_stored_headers() {
     assert_eq!(refused.0, 401, "{refused:?}");
     let right = format!("Bearer {}", s.get("admin token"));
     // The transform test route: refused with a wrong credential, answered with the right one.
-    let test_body = r#"{"expression":"{\"seen\": $, \"topic\": $topic}","payload":{"a":1},"mockTopic":"t.x"}"#;
+    let test_body =
+        r#"{"expression":"{\"seen\": $, \"topic\": $topic}","payload":{"a":1},"mockTopic":"t.x"}"#;
     let refused_test = admin_post(port, "/admin/transform/test", &wrong, test_body).await;
     assert_eq!(refused_test.0, 401, "{refused_test:?}");
     let tested = admin_post(port, "/admin/transform/test", &right, test_body).await;
