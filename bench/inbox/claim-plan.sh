@@ -3,10 +3,13 @@
 # prepared statement, the way the client runs it: 12 executions of EXPLAIN (ANALYZE) EXECUTE, each
 # in a transaction that rolls back, on ROWS pending pull rows over 1,000 aggregates with the
 # recommended index. Prints the median planning and execution ms for batch 1 and batch 10.
+# PLAN_CACHE_MODE (auto) is set for the session first: the client runs its claim with
+# force_generic_plan, which plans once per connection instead of on every execution.
 #
-#   bench/inbox/claim-plan.sh [ROWS=50000]
+#   [PLAN_CACHE_MODE=force_generic_plan] bench/inbox/claim-plan.sh [ROWS=50000]
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 ROWS=${1:-50000}
+PLAN_CACHE_MODE=${PLAN_CACHE_MODE:-auto}
 need_qb
 DB=qb_bench4_claimplan
 new_db "$DB"
@@ -23,13 +26,15 @@ sed -e 's/CAST(:source AS text)/CAST($1 AS text)/g; s/CAST(:batch AS int)/CAST($
 for batch in 1 10; do
   cand=$(( batch * 3 > 50 ? batch * 3 : 50 ))
   {
+    echo "SET plan_cache_mode = $PLAN_CACHE_MODE;"
     echo "PREPARE c(text, int, bigint, int) AS"; cat "$WORK/claim.sql"; echo ";"
     for _ in $(seq 1 12); do
       echo "BEGIN; EXPLAIN (ANALYZE, COSTS OFF) EXECUTE c('bench', $batch, 30000, $cand); ROLLBACK;"
     done
   } >"$WORK/run.sql"
   psql -X -q -d "$DB" -f "$WORK/run.sql" >"$WORK/out.txt" 2>&1
+  [ -z "${SHOW_PLAN:-}" ] || sed -n "/QUERY PLAN/,/Execution Time/p" "$WORK/out.txt" | tail -n 120 >&2
   plan=$(sed -n 's/.*Planning Time: \([0-9.]*\) ms.*/\1/p' "$WORK/out.txt" | median)
   exec=$(sed -n 's/.*Execution Time: \([0-9.]*\) ms.*/\1/p' "$WORK/out.txt" | median)
-  echo "claim rows=$ROWS batch=$batch cand_limit=$cand planning_ms=$plan execution_ms=$exec"
+  echo "claim plan_cache_mode=$PLAN_CACHE_MODE rows=$ROWS batch=$batch cand_limit=$cand planning_ms=$plan execution_ms=$exec"
 done

@@ -7,8 +7,8 @@
 # Scenarios (default: agg1000 null): agg1000 = aggregate_id over 1,000 aggregates round robin;
 # null = every aggregate_id NULL. Environment: ROWS (50000), WORKERS (4), CONFIGS (one run set per
 # BATCH:CONCURRENCY pair, the batch_size and max_concurrency of each worker: "10:1 10:10 25:25";
-# 10:1 are the client's defaults; a claim never takes more rows than free handler slots, so the
-# batch only matters up to the concurrency), RUN_TIMEOUT (120 s a run: a run that has not handled
+# 10:1 are the client's defaults; since 2026-11-30 16:20 a claim takes a whole batch and the rows
+# beyond the free slots wait in the worker), RUN_TIMEOUT (120 s a run: a run that has not handled
 # ROWS by then reports the rate of the rows it handled).
 #
 # The rows are written once per scenario into a template database (the QueueBox migrations plus
@@ -26,7 +26,8 @@ WORKERS=${WORKERS:-4}
 CONFIGS=${CONFIGS:-10:1 10:10 25:25}
 RUN_TIMEOUT=${RUN_TIMEOUT:-120}
 need_qb
-build_tool pullbench "$PULLBENCH_BIN"
+# Always through cargo (not build_tool), so that a change of clients/rust is in the binary.
+(cd "$INBOX_BENCH_DIR/pullbench" && CARGO_TARGET_DIR=$BENCH4_TARGET cargo build --release -q) || die "build of pullbench failed"
 
 agg_expr() {
   case $1 in
@@ -59,7 +60,7 @@ for scenario in $SCENARIOS; do
       new_db "$DB" "$TPL"
       line=$(timeout $((RUN_TIMEOUT + 30)) "$PULLBENCH_BIN" --url "postgres://$PGUSER:$PGPASSWORD@$PGHOST:$PGPORT/$DB" \
         --source bench --expect "$ROWS" --workers "$WORKERS" --batch "$batch" --concurrency "$conc" \
-        --timeout "$RUN_TIMEOUT" 2>"$WORK/pullbench.log" | grep '^handled=' || echo "handled=0 rate=0 failed=yes")
+        --timeout "$RUN_TIMEOUT" 2>"$WORK/pullbench.log" | grep -E '^(handled|cpu)' | tr '\n' ' ' || echo "handled=0 rate=0 failed=yes")
       echo "run=$run scenario=$scenario workers=$WORKERS batch=$batch concurrency=$conc $line" | tee -a "$RES"
       drop_db "$DB"
     done
@@ -71,6 +72,8 @@ echo "# medians of $RUNS runs, $ROWS rows, $WORKERS workers"
 for scenario in $SCENARIOS; do
   for config in $CONFIGS; do
     batch=${config%%:*} conc=${config##*:}
-    echo "median scenario=$scenario batch=$batch concurrency=$conc rate=$(grep " scenario=$scenario .* batch=$batch concurrency=$conc " "$RES" | tr ' ' '\n' | sed -n 's/^rate=//p' | median)"
+    lines=$(grep " scenario=$scenario .* batch=$batch concurrency=$conc " "$RES" || true)
+    pick() { tr ' ' '\n' <<<"$lines" | sed -n "s/^$1=//p" | median; }
+    echo "median scenario=$scenario batch=$batch concurrency=$conc rate=$(pick rate) worker_us_per_row=$(pick worker_us_per_row) pg_us_per_row=$(pick pg_us_per_row)"
   done
 done

@@ -11,8 +11,8 @@ use crate::{DefaultRetryPolicy, Error, RetryPolicy, Schema};
 pub struct Options {
     /// The `consumption: pull` source whose rows this worker takes.
     pub source: String,
-    /// The most rows one claim takes (default 10). A claim never takes more rows than there are
-    /// free handler slots, so no claimed row waits for a slot while its lease runs.
+    /// The most rows one claim takes (default 10). Rows beyond the free handler slots wait in
+    /// the worker under their renewed lease, so one claim serves up to this many handler runs.
     pub batch_size: u32,
     /// How long a claim is valid without renewal (default 30 s). Renewed every third of it.
     pub lease: Duration,

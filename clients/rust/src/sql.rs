@@ -1,8 +1,8 @@
 //! The five statements of the pull contract, rendered for a schema.
 //!
-//! They are the statements of `examples/pull/sql/postgresql` with the table and column names
-//! taken from [`crate::Schema`]; that directory's comments explain the claim. Each statement is
-//! rendered once, when the worker is built.
+//! They are the statements of `examples/pull/sql/postgresql` (the five, and the optional release)
+//! with the table and column names taken from [`crate::Schema`]; that directory's comments explain
+//! the claim. Each statement is rendered once, when the worker is built.
 
 use std::sync::Arc;
 
@@ -15,9 +15,10 @@ const BUSY: &str = "SELECT 1 FROM {table} b
                        AND b.{lease_expires_at} > now()";
 
 const CLAIM: &str = "
-WITH RECURSIVE walk (agg, id, ready, steps, ready_count) AS (
-    SELECT h.agg, h.id, r.ready, 1, r.ready
-      FROM (SELECT i.{aggregate_id} AS agg, i.{id} AS id, i.{scheduled_at} AS due
+WITH RECURSIVE walk (agg, id, due, created, ready, steps, ready_count) AS (
+    SELECT h.agg, h.id, h.due, h.created, r.ready, 1, r.ready
+      FROM (SELECT i.{aggregate_id} AS agg, i.{id} AS id, i.{scheduled_at} AS due,
+                   i.{created_at} AS created
               FROM {table} i
              WHERE i.{source} = CAST(:source AS text) AND i.{consumption} = 'pull'
                AND i.{state} = 'pending' AND i.{aggregate_id} IS NOT NULL
@@ -26,10 +27,11 @@ WITH RECURSIVE walk (agg, id, ready, steps, ready_count) AS (
      CROSS JOIN LATERAL (
         SELECT CASE WHEN h.due <= now() AND NOT EXISTS ({busy_h}) THEN 1 ELSE 0 END AS ready) r
   UNION ALL
-    SELECT h.agg, h.id, r.ready, w.steps + 1, w.ready_count + r.ready
+    SELECT h.agg, h.id, h.due, h.created, r.ready, w.steps + 1, w.ready_count + r.ready
       FROM walk w
      CROSS JOIN LATERAL (
-        SELECT i.{aggregate_id} AS agg, i.{id} AS id, i.{scheduled_at} AS due
+        SELECT i.{aggregate_id} AS agg, i.{id} AS id, i.{scheduled_at} AS due,
+               i.{created_at} AS created
           FROM {table} i
          WHERE i.{source} = CAST(:source AS text) AND i.{consumption} = 'pull'
            AND i.{state} = 'pending' AND i.{aggregate_id} > w.agg
@@ -40,7 +42,7 @@ WITH RECURSIVE walk (agg, id, ready, steps, ready_count) AS (
      WHERE w.ready_count < CAST(:cand_limit AS int) AND w.steps < 4 * CAST(:cand_limit AS int)
 ),
 oldest AS (
-    SELECT i.{id} AS id
+    SELECT i.{id} AS id, i.{aggregate_id} AS agg, i.{scheduled_at} AS due, i.{created_at} AS created
       FROM {table} i
      WHERE i.{source} = CAST(:source AS text) AND i.{consumption} = 'pull'
        AND i.{state} = 'pending' AND i.{scheduled_at} <= now()
@@ -48,23 +50,26 @@ oldest AS (
      LIMIT CAST(:cand_limit AS int)
 ),
 expired AS (
-    SELECT i.{id} AS id
+    SELECT i.{id} AS id, i.{aggregate_id} AS agg, i.{scheduled_at} AS due, i.{created_at} AS created
       FROM {table} i
      WHERE i.{source} = CAST(:source AS text) AND i.{consumption} = 'pull'
        AND i.{state} = 'processing' AND i.{lease_expires_at} <= now()
      ORDER BY i.{lease_expires_at}, i.{id}
      LIMIT CAST(:cand_limit AS int)
 ),
+-- Each set carries the columns the ranking needs, so that no plan goes back to the table for
+-- them: a generic plan cannot see how few candidates there are and would scan the whole table.
+pool AS (
+    SELECT id, agg, due, created, 1 AS lane FROM walk WHERE ready = 1
+    UNION SELECT id, agg, due, created, 1 FROM oldest
+    UNION SELECT id, agg, due, created, 0 FROM expired
+),
 candidates AS (
-    SELECT i.{id} AS id, i.{aggregate_id} AS agg, i.{scheduled_at} AS due, i.{created_at} AS created,
+    SELECT p.id, p.agg, p.due, p.created,
            row_number() OVER (
-               PARTITION BY i.{aggregate_id}, CASE WHEN i.{aggregate_id} IS NULL THEN i.{id} END
-               ORDER BY CASE WHEN i.{state} = 'processing' THEN 0 ELSE 1 END,
-                        i.{scheduled_at}, i.{created_at}, i.{id}) AS place
-      FROM {table} i
-     WHERE i.{id} IN (SELECT id FROM walk WHERE ready = 1
-                      UNION SELECT id FROM oldest
-                      UNION SELECT id FROM expired)
+               PARTITION BY p.agg, CASE WHEN p.agg IS NULL THEN p.id END
+               ORDER BY p.lane, p.due, p.created, p.id) AS place
+      FROM pool p
 ),
 picked AS (
     SELECT c.id
@@ -112,6 +117,12 @@ const RETRY: &str = "UPDATE {table}
        {last_error} = CAST(:error AS text), {claim_token} = NULL, {lease_expires_at} = NULL
  {fence}";
 
+/// Not one of the contract's five: the worker hands back a claimed row that no handler started
+/// (a stop while it waited), so that it need not wait out its lease.
+const RELEASE: &str = "UPDATE {table}
+   SET {state} = 'pending', {claim_token} = NULL, {lease_expires_at} = NULL
+ {fence}";
+
 const DEAD: &str = "UPDATE {table}
    SET {state} = 'dead', {last_error} = CAST(:error AS text),
        {claim_token} = NULL, {lease_expires_at} = NULL
@@ -131,6 +142,7 @@ pub(crate) struct Statements {
     pub complete: Statement,
     pub retry: Statement,
     pub dead: Statement,
+    pub release: Statement,
 }
 
 fn fill(template: &str, q: &Quoted) -> String {
@@ -181,6 +193,7 @@ impl Statements {
             complete: render(COMPLETE, q),
             retry: render(RETRY, q),
             dead: render(DEAD, q),
+            release: render(RELEASE, q),
         }
     }
 }
@@ -206,7 +219,14 @@ mod tests {
         };
         let q = schema.quoted().expect("valid schema");
         let s = Statements::new(&q);
-        for st in [&s.claim, &s.renew, &s.complete, &s.retry, &s.dead] {
+        for st in [
+            &s.claim,
+            &s.renew,
+            &s.complete,
+            &s.retry,
+            &s.dead,
+            &s.release,
+        ] {
             assert!(!st.sql.contains('{'), "unfilled placeholder in {}", st.sql);
             assert!(st.sql.contains("\"qb_inbox\""));
         }
@@ -217,6 +237,7 @@ mod tests {
         );
         assert_eq!(s.renew.names, vec!["lease_ms", "id", "token"]);
         assert_eq!(s.retry.names, vec!["delay_ms", "error", "id", "token"]);
+        assert_eq!(s.release.names, vec!["id", "token"]);
     }
 
     #[test]

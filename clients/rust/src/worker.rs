@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use futures_util::future::BoxFuture;
 use sqlx::{PgPool, Postgres, Row};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio::task::JoinSet;
 use uuid::Uuid;
 
@@ -13,6 +13,13 @@ use crate::message::headers_from_json;
 use crate::redact::sanitize;
 use crate::sql::{Param, Statements, cand_limit};
 use crate::{Error, FailureAction, HandlerError, Message, Options};
+
+/// Opens the claim transaction. PostgreSQL would otherwise plan the claim afresh on every call
+/// (a custom plan for its parameter values), which costs about as much as running it; the
+/// generic plan is built once per connection and serves every source and batch. `SET LOCAL`
+/// ends with the transaction, so the connection goes back to the pool unchanged, and both
+/// statements travel in one round trip.
+const CLAIM_BEGIN: &str = "BEGIN; SET LOCAL plan_cache_mode = force_generic_plan";
 
 /// The transaction a handler writes through. The worker owns its commit and rollback.
 pub type PgTransaction = sqlx::Transaction<'static, Postgres>;
@@ -76,6 +83,23 @@ struct Claimed {
     token: Uuid,
 }
 
+/// What a claimed row needs while it waits for a handler slot.
+struct Held {
+    /// The handler slots of the worker.
+    slots: Arc<Semaphore>,
+    /// Becomes `true` when the worker stops: a row that has not started is handed back.
+    stopping: watch::Receiver<bool>,
+    /// The row's place among the rows this worker holds; freed when the task ends.
+    _hold: OwnedSemaphorePermit,
+}
+
+/// How a claimed row's wait for a handler slot ended.
+enum Wait {
+    Slot(OwnedSemaphorePermit),
+    Stopped,
+    LeaseLost(String),
+}
+
 /// How the handler's run ended.
 enum Outcome {
     Handled(Result<(), HandlerError>),
@@ -98,13 +122,24 @@ impl InboxWorker {
 
     /// Claims and handles rows until `shutdown` completes.
     ///
-    /// On shutdown the worker claims nothing more, waits up to the grace for running handlers,
-    /// then cancels the rest. A cancelled handler's transaction rolls back and its row keeps its
-    /// attempt count: nothing is written, so the row returns to a claim when its lease runs out.
+    /// Each claim asks for a whole `batch_size`, even when fewer handler slots are free: the
+    /// rows beyond the free slots wait here, in claim order, under their own renewed lease. The
+    /// claim never returns a row of an aggregate that has a row in flight, so a waiting row never
+    /// overtakes or runs beside another row of its aggregate. The next claim runs once the rows
+    /// held here (waiting or running) are down to `max_concurrency`.
+    ///
+    /// On shutdown the worker claims nothing more and hands the waiting rows back (pending, same
+    /// attempt), waits up to the grace for running handlers, then cancels the rest. A cancelled
+    /// handler's transaction rolls back and its row keeps its attempt count: nothing is written,
+    /// so the row returns to a claim when its lease runs out.
     pub async fn run<H: Handler>(&self, handler: H, shutdown: impl Future<Output = ()>) {
         let handler = Arc::new(handler);
         let options = &self.shared.options;
+        let batch = usize::try_from(options.batch_size).unwrap_or(usize::MAX);
         let slots = Arc::new(Semaphore::new(options.max_concurrency));
+        // Rows held by this worker, waiting or running.
+        let held = Arc::new(Semaphore::new(options.max_concurrency + batch));
+        let (stop, stopping) = watch::channel(false);
         let mut tasks: JoinSet<()> = JoinSet::new();
         tokio::pin!(shutdown);
 
@@ -112,21 +147,16 @@ impl InboxWorker {
             while let Some(done) = tasks.try_join_next() {
                 report_task_end(done);
             }
-            // Claim only when a handler slot is free, and only as many rows as there are free
-            // slots: a claimed row that waited for a slot would spend its lease doing nothing.
-            let first = tokio::select! {
+            // Wait for room for a whole batch: smaller claims would pay a claim per few rows.
+            let mut room = tokio::select! {
                 biased;
                 () = &mut shutdown => break,
-                permit = Arc::clone(&slots).acquire_owned() => match permit {
-                    Ok(permit) => permit,
+                room = Arc::clone(&held).acquire_many_owned(options.batch_size) => match room {
+                    Ok(room) => room,
                     Err(_) => break,
                 },
             };
-            let free = 1 + slots.available_permits();
-            let want = u32::try_from(free)
-                .unwrap_or(u32::MAX)
-                .min(options.batch_size);
-            let claimed = match self.shared.claim(want).await {
+            let claimed = match self.shared.claim(options.batch_size).await {
                 Ok(claimed) => claimed,
                 Err(error) => {
                     tracing::warn!(source = %options.source, error = %sanitize(&error.to_string()),
@@ -135,31 +165,31 @@ impl InboxWorker {
                 }
             };
             if claimed.is_empty() {
-                drop(first);
+                drop(room);
                 tokio::select! {
                     biased;
                     () = &mut shutdown => break,
                     () = tokio::time::sleep(options.poll_interval) => continue,
                 }
             }
-            let mut first = Some(first);
             for row in claimed {
-                let permit = match first.take() {
-                    Some(permit) => permit,
-                    None => match Arc::clone(&slots).acquire_owned().await {
-                        Ok(permit) => permit,
-                        Err(_) => break,
-                    },
-                };
+                // One permit of the batch's room per row; the rest is dropped below.
+                let Some(hold) = room.split(1) else { break };
                 tasks.spawn(process(
                     Arc::clone(&self.shared),
                     Arc::clone(&handler),
                     row,
-                    permit,
+                    Held {
+                        slots: Arc::clone(&slots),
+                        stopping: stopping.clone(),
+                        _hold: hold,
+                    },
                 ));
             }
         }
 
+        // Waiting rows see this before they see a free slot, and hand their row back.
+        let _ = stop.send(true);
         self.drain(&mut tasks).await;
     }
 
@@ -195,7 +225,7 @@ impl Shared {
     async fn claim(&self, want: u32) -> Result<Vec<Claimed>, sqlx::Error> {
         let options = &self.options;
         let want = i32::try_from(want).unwrap_or(i32::MAX);
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.pool.begin_with(CLAIM_BEGIN).await?;
         let rows = self
             .statements
             .claim
@@ -208,7 +238,12 @@ impl Shared {
             .fetch_all(&mut *tx)
             .await?;
         tx.commit().await?;
-        rows.iter().map(decode).collect()
+        let mut claimed = rows.iter().map(decode).collect::<Result<Vec<_>, _>>()?;
+        // RETURNING comes in no particular order; the oldest rows take the first free slots.
+        claimed.sort_by(|a, b| {
+            (a.message.created_at, a.message.id).cmp(&(b.message.created_at, b.message.id))
+        });
+        Ok(claimed)
     }
 
     /// Renews every third of the lease; returns only when the lease is lost.
@@ -235,6 +270,25 @@ impl Shared {
                     return format!("the renewal failed: {}", sanitize(&error.to_string()));
                 }
             }
+        }
+    }
+
+    /// Hands a row that never reached a handler back to the claims: pending again, same attempt,
+    /// fenced on the token. When this fails the row still returns, after its lease.
+    async fn release(&self, message: &Message, token: Uuid) {
+        let released = self
+            .statements
+            .release
+            .query(&[
+                ("id", Param::Uuid(message.id)),
+                ("token", Param::Uuid(token)),
+            ])
+            .execute(&self.pool)
+            .await;
+        if let Err(error) = released {
+            tracing::warn!(source = %message.source, id = %message.id,
+                error = %sanitize(&error.to_string()),
+                "could not hand an unstarted row back; it returns after its lease");
         }
     }
 
@@ -273,14 +327,42 @@ impl Shared {
     }
 }
 
-/// Handles one claimed row from start to end. The permit frees a handler slot when dropped.
-async fn process<H: Handler>(
-    shared: Arc<Shared>,
-    handler: Arc<H>,
-    row: Claimed,
-    _permit: OwnedSemaphorePermit,
-) {
+/// Handles one claimed row from start to end: waits for a slot under a renewed lease, runs the
+/// handler, then completes, retries or dead-letters the row.
+async fn process<H: Handler>(shared: Arc<Shared>, handler: Arc<H>, row: Claimed, held: Held) {
     let Claimed { message, token } = row;
+    let Held {
+        slots,
+        mut stopping,
+        _hold,
+    } = held;
+    // One renewal schedule from the claim to the end, across the wait and the handler.
+    let lease = shared.keep_lease(message.id, token);
+    tokio::pin!(lease);
+
+    let waited = tokio::select! {
+        biased;
+        _ = stopping.wait_for(|stopped| *stopped) => Wait::Stopped,
+        why = &mut lease => Wait::LeaseLost(why),
+        slot = slots.acquire_owned() => match slot {
+            Ok(slot) => Wait::Slot(slot),
+            // The slots are never closed; if they were, the row is handed back like on a stop.
+            Err(_) => Wait::Stopped,
+        },
+    };
+    let _slot = match waited {
+        Wait::Slot(slot) => slot,
+        Wait::Stopped => {
+            shared.release(&message, token).await;
+            return;
+        }
+        Wait::LeaseLost(why) => {
+            tracing::warn!(source = %message.source, id = %message.id, reason = %why,
+                "inbox lease lost before the handler started; the row is left to its new owner");
+            return;
+        }
+    };
+
     let mut tx = match shared.pool.begin().await {
         Ok(tx) => tx,
         Err(error) => {
@@ -293,12 +375,11 @@ async fn process<H: Handler>(
 
     let outcome = {
         let handled = handler.handle(message.clone(), &mut tx);
-        let lease = shared.keep_lease(message.id, token);
         // Whichever ends first wins; the other future is dropped, which is how the handler is
         // cancelled when the lease is lost.
         tokio::select! {
             result = handled => Outcome::Handled(result),
-            why = lease => Outcome::LeaseLost(why),
+            why = &mut lease => Outcome::LeaseLost(why),
         }
     };
 

@@ -1,4 +1,5 @@
-//! The five statements of examples/pull/sql/postgresql, loaded as files and bound by name.
+//! The statements of examples/pull/sql/postgresql (the five of the contract and the optional
+//! release), loaded as files and bound by name.
 
 mod common;
 
@@ -270,5 +271,37 @@ async fn rows_without_an_aggregate_take_part_in_no_ordering() {
     }
     assert_eq!(claim(pool, "orders", 3).await.len(), 3);
     assert_eq!(claim(pool, "orders", 3).await.len(), 2);
+    db.drop_db().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn release_hands_an_unstarted_row_back_under_the_fence() {
+    let db = TestDb::new().await;
+    let pool = &db.pool;
+    let a1 = insert_row(pool, "orders", "a1", Some("A"), 5000).await;
+    let a2 = insert_row(pool, "orders", "a2", Some("A"), 4000).await;
+    let claimed = claim(pool, "orders", 10).await;
+    assert_eq!(ids(&claimed), vec![a1]);
+    let token = token_of(&claimed, a1);
+
+    assert_eq!(
+        affected(pool, "release.sql", &fenced(a1, Uuid::new_v4())).await,
+        0,
+        "a stranger's token releases nothing"
+    );
+    assert_eq!(affected(pool, "release.sql", &fenced(a1, token)).await, 1);
+    let row = row_state(pool, a1).await;
+    assert_eq!(
+        (row.state.as_str(), row.attempt, row.claim_token),
+        ("pending", 0, None)
+    );
+    assert_eq!(
+        affected(pool, "release.sql", &fenced(a1, token)).await,
+        0,
+        "a released claim is gone"
+    );
+    // The aggregate's head is back in line, before a2.
+    assert_eq!(ids(&claim(pool, "orders", 10).await), vec![a1]);
+    assert_eq!(row_state(pool, a2).await.state, "pending");
     db.drop_db().await;
 }

@@ -4,7 +4,7 @@
 mod common;
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -352,10 +352,27 @@ async fn a_handler_past_the_shutdown_grace_is_cancelled_without_spending_an_atte
     db.drop_db().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn two_workers_never_hold_one_aggregate_at_once() {
-    const ROWS: i64 = 500;
-    const AGGREGATES: i64 = 20;
+/// What two workers saw while they handled every row of a seeded source.
+struct TwoWorkers {
+    /// Handler runs that began while another handler held the same aggregate.
+    overlaps: usize,
+    /// The most handlers running at once.
+    peak_running: usize,
+    /// The most rows in `processing` seen by a handler: above the running handlers, rows wait
+    /// claimed in a worker.
+    peak_processing: i64,
+    /// Per aggregate, the row numbers in the order they were handled.
+    order: HashMap<String, Vec<i64>>,
+}
+
+/// Seeds `rows` pull rows over `aggregates` aggregates (row n belongs to aggregate n % aggregates,
+/// older rows first), then runs two workers until every row is processed.
+async fn two_workers_handle_all(
+    rows: i64,
+    aggregates: i64,
+    batch_size: u32,
+    max_concurrency: usize,
+) -> TwoWorkers {
     let db = TestDb::new().await;
     sqlx::query(
         "INSERT INTO inbox (source, idempotency_key, aggregate_id, payload, consumption, created_at, scheduled_at)
@@ -364,8 +381,8 @@ async fn two_workers_never_hold_one_aggregate_at_once() {
                 now() - interval '1 hour' + g * interval '1 millisecond'
            FROM generate_series(1, $1) g",
     )
-    .bind(ROWS)
-    .bind(AGGREGATES)
+    .bind(rows)
+    .bind(aggregates)
     .execute(&db.pool)
     .await
     .expect("seed rows");
@@ -374,26 +391,29 @@ async fn two_workers_never_hold_one_aggregate_at_once() {
     let order: Arc<Mutex<HashMap<String, Vec<i64>>>> = Arc::default();
     let overlaps = Arc::new(AtomicUsize::new(0));
     let peak = Arc::new(AtomicUsize::new(0));
+    let peak_processing = Arc::new(AtomicI64::new(0));
     let mut workers = Vec::new();
     for _ in 0..2 {
-        let (in_flight, order, overlaps, peak) = (
+        let (in_flight, order, overlaps, peak, peak_processing) = (
             Arc::clone(&in_flight),
             Arc::clone(&order),
             Arc::clone(&overlaps),
             Arc::clone(&peak),
+            Arc::clone(&peak_processing),
         );
         let mut o = options(5_000);
-        o.batch_size = 5;
-        o.max_concurrency = 5;
+        o.batch_size = batch_size;
+        o.max_concurrency = max_concurrency;
         workers.push(start(
             &db.pool,
             o,
-            handler_fn(move |message, _tx| {
-                let (in_flight, order, overlaps, peak) = (
+            handler_fn(move |message, tx| {
+                let (in_flight, order, overlaps, peak, peak_processing) = (
                     Arc::clone(&in_flight),
                     Arc::clone(&order),
                     Arc::clone(&overlaps),
                     Arc::clone(&peak),
+                    Arc::clone(&peak_processing),
                 );
                 Box::pin(async move {
                     let aggregate = message.aggregate_id.clone().unwrap_or_default();
@@ -407,6 +427,11 @@ async fn two_workers_never_hold_one_aggregate_at_once() {
                         let total: usize = map.values().sum();
                         peak.fetch_max(total, Ordering::SeqCst);
                     }
+                    let processing: i64 =
+                        sqlx::query_scalar("SELECT count(*) FROM inbox WHERE state = 'processing'")
+                            .fetch_one(&mut **tx)
+                            .await?;
+                    peak_processing.fetch_max(processing, Ordering::SeqCst);
                     tokio::time::sleep(Duration::from_millis(2)).await;
                     let n = message.payload["n"].as_i64().unwrap_or(-1);
                     order
@@ -436,26 +461,230 @@ async fn two_workers_never_hold_one_aggregate_at_once() {
     for worker in workers {
         worker.stop().await;
     }
-    assert_eq!(
-        overlaps.load(Ordering::SeqCst),
-        0,
-        "two handlers held one aggregate at once"
-    );
+    db.drop_db().await;
+    let order = order.lock().expect("lock").clone();
+    TwoWorkers {
+        overlaps: overlaps.load(Ordering::SeqCst),
+        peak_running: peak.load(Ordering::SeqCst),
+        peak_processing: peak_processing.load(Ordering::SeqCst),
+        order,
+    }
+}
+
+/// Every row handled once, and each aggregate's rows in the order of their numbers.
+fn assert_once_and_in_order(seen: &TwoWorkers, rows: i64) {
+    assert_eq!(seen.overlaps, 0, "two handlers held one aggregate at once");
+    let mut all: Vec<i64> = seen.order.values().flatten().copied().collect();
+    all.sort();
+    assert_eq!(all, (1..=rows).collect::<Vec<_>>(), "each row handled once");
+    for (aggregate, handled) in &seen.order {
+        let mut sorted = handled.clone();
+        sorted.sort();
+        assert_eq!(handled, &sorted, "{aggregate} handled out of order");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_workers_never_hold_one_aggregate_at_once() {
+    let seen = two_workers_handle_all(500, 20, 5, 5).await;
+    assert_once_and_in_order(&seen, 500);
     assert!(
-        peak.load(Ordering::SeqCst) > 1,
+        seen.peak_running > 1,
         "the workers never ran in parallel; the test proves nothing"
     );
-    let order = order.lock().expect("lock").clone();
-    assert_eq!(
-        order.values().map(Vec::len).sum::<usize>(),
-        ROWS as usize,
-        "each row handled once"
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn prefetched_rows_keep_aggregate_order_and_one_in_flight() {
+    // One handler slot per worker and batches of 10 over 4 aggregates: most claimed rows wait in
+    // a worker while another row runs, and each aggregate has many rows to keep in order.
+    let seen = two_workers_handle_all(200, 4, 10, 1).await;
+    assert_once_and_in_order(&seen, 200);
+    assert!(
+        seen.peak_processing > 2,
+        "no row ever waited claimed beside the two running handlers ({}); nothing was prefetched",
+        seen.peak_processing
     );
-    for (aggregate, seen) in order.iter() {
-        let mut sorted = seen.clone();
-        sorted.sort();
-        assert_eq!(seen, &sorted, "{aggregate} handled out of order");
+}
+
+/// Seeds `n` rows of distinct aggregates, oldest first, and returns their ids in that order.
+async fn distinct_aggregate_rows(pool: &PgPool, n: i64) -> Vec<Uuid> {
+    let mut ids = Vec::new();
+    for i in 0..n {
+        let key = format!("o-{i}");
+        let aggregate = format!("c-{i}");
+        ids.push(insert_row(pool, "orders", &key, Some(&aggregate), 10_000 - i).await);
     }
+    ids
+}
+
+async fn count_in_state(pool: &PgPool, state: &str) -> i64 {
+    sqlx::query_scalar("SELECT count(*) FROM inbox WHERE state = $1")
+        .bind(state)
+        .fetch_one(pool)
+        .await
+        .expect("count rows in a state")
+}
+
+/// A handler that counts each row it sees; the first row it ever sees blocks until `gate` opens.
+fn counting_handler_gated_on_first(
+    seen: Arc<Mutex<HashMap<Uuid, usize>>>,
+    gate: Arc<tokio::sync::Notify>,
+) -> impl queuebox_inbox::Handler {
+    handler_fn(move |message, _tx| {
+        let first = {
+            let mut seen = seen.lock().expect("lock");
+            let first = seen.is_empty();
+            *seen.entry(message.id).or_default() += 1;
+            first
+        };
+        let gate = Arc::clone(&gate);
+        Box::pin(async move {
+            if first {
+                gate.notified().await;
+            }
+            Ok(())
+        })
+    })
+}
+
+/// The one row the gated handler has seen so far.
+fn only_row_seen(seen: &Mutex<HashMap<Uuid, usize>>) -> Uuid {
+    let seen = seen.lock().expect("lock");
+    assert_eq!(seen.len(), 1, "one handler slot, one row started: {seen:?}");
+    seen.keys().copied().next().unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prefetched_rows_are_handed_back_on_shutdown_and_handled_once() {
+    let db = TestDb::new().await;
+    distinct_aggregate_rows(&db.pool, 10).await;
+    let seen: Arc<Mutex<HashMap<Uuid, usize>>> = Arc::default();
+    let gate = Arc::new(tokio::sync::Notify::new());
+    let mut o = options(30_000);
+    o.batch_size = 10;
+    o.max_concurrency = 1;
+    let running = start(
+        &db.pool,
+        o,
+        counting_handler_gated_on_first(Arc::clone(&seen), Arc::clone(&gate)),
+    );
+    // The first row runs and blocks; the other nine wait claimed in the worker.
+    wait_until(WAIT, "ten rows claimed, the first one running", || async {
+        count_in_state(&db.pool, "processing").await == 10 && !seen.lock().expect("lock").is_empty()
+    })
+    .await;
+    let running_row = only_row_seen(&seen);
+
+    let _ = running.stop.send(());
+    // The waiting rows go back at once, not after their 30 s lease; the running one stays.
+    wait_until(WAIT, "nine unstarted rows handed back", || async {
+        count_in_state(&db.pool, "pending").await == 9
+    })
+    .await;
+    let handed_back: (i64, i64) = sqlx::query_as(
+        "SELECT count(*) FILTER (WHERE attempt = 0 AND claim_token IS NULL AND state = 'pending'),
+                count(*)
+           FROM inbox WHERE id <> $1",
+    )
+    .bind(running_row)
+    .fetch_one(&db.pool)
+    .await
+    .expect("read handed-back rows");
+    assert_eq!(handed_back, (9, 9), "the unstarted rows went back clean");
+    assert_eq!(
+        only_row_seen(&seen),
+        running_row,
+        "no unstarted row reached a handler"
+    );
+    gate.notify_one();
+    tokio::time::timeout(WAIT, running.done)
+        .await
+        .expect("run did not return after shutdown")
+        .expect("run panicked");
+    assert_eq!(row_state(&db.pool, running_row).await.state, "processed");
+
+    // Another worker takes the nine; no row is handled twice over the two workers.
+    let again = start(
+        &db.pool,
+        options(30_000),
+        counting_handler_gated_on_first(Arc::clone(&seen), gate),
+    );
+    wait_until(WAIT, "every row processed", || async {
+        count_in_state(&db.pool, "processed").await == 10
+    })
+    .await;
+    again.stop().await;
+    let seen = seen.lock().expect("lock").clone();
+    assert_eq!(seen.len(), 10, "every row handled");
+    assert!(
+        seen.values().all(|n| *n == 1),
+        "a row handled twice: {seen:?}"
+    );
+    db.drop_db().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_lease_of_a_prefetched_row_is_renewed_while_it_waits() {
+    const LEASE_MS: u64 = 600;
+    let db = TestDb::new().await;
+    let ids = distinct_aggregate_rows(&db.pool, 5).await;
+    let seen: Arc<Mutex<HashMap<Uuid, usize>>> = Arc::default();
+    let gate = Arc::new(tokio::sync::Notify::new());
+    let mut o = options(LEASE_MS);
+    o.batch_size = 5;
+    o.max_concurrency = 1;
+    let running = start(
+        &db.pool,
+        o,
+        counting_handler_gated_on_first(Arc::clone(&seen), Arc::clone(&gate)),
+    );
+    wait_until(WAIT, "five rows claimed, the first one running", || async {
+        count_in_state(&db.pool, "processing").await == 5 && !seen.lock().expect("lock").is_empty()
+    })
+    .await;
+    let running_row = only_row_seen(&seen);
+    let tokens: Vec<Option<Uuid>> = {
+        let mut tokens = Vec::new();
+        for id in &ids {
+            tokens.push(row_state(&db.pool, *id).await.claim_token);
+        }
+        tokens
+    };
+    // Three leases after the claim, the four waiting rows still hold a live lease.
+    wait_until(WAIT, "waiting rows outlive three leases", || async {
+        let alive: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM inbox
+              WHERE state = 'processing' AND id <> $1 AND lease_expires_at > now()
+                AND claimed_at < now() - 3 * $2 * interval '1 millisecond'",
+        )
+        .bind(running_row)
+        .bind(i64::try_from(LEASE_MS).unwrap_or(i64::MAX))
+        .fetch_one(&db.pool)
+        .await
+        .expect("count renewed rows");
+        alive == 4
+    })
+    .await;
+    assert_eq!(only_row_seen(&seen), running_row, "no waiting row started");
+    for (id, token) in ids.iter().zip(&tokens) {
+        assert_eq!(
+            &row_state(&db.pool, *id).await.claim_token,
+            token,
+            "{id} kept its claim"
+        );
+    }
+    gate.notify_one();
+    wait_until(WAIT, "every row processed", || async {
+        count_in_state(&db.pool, "processed").await == 5
+    })
+    .await;
+    running.stop().await;
+    let seen = seen.lock().expect("lock").clone();
+    assert!(
+        seen.len() == 5 && seen.values().all(|n| *n == 1),
+        "each row handled once: {seen:?}"
+    );
     db.drop_db().await;
 }
 

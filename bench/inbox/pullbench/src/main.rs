@@ -6,6 +6,10 @@
 //! are not in it (on a timeout: rows handled by then, over the time since the 1st call), and
 //! `processed`/`left` are counted in the database after the workers stopped.
 //!
+//! It also prints `worker_cpu_ms` (this process, user + system) and `pg_cpu_ms` (the PostgreSQL
+//! backends of the bench's connections, read from /proc before the pool closes), and the two per
+//! handled row in microseconds: on a shared machine CPU time per row is steadier than rows/s.
+//!
 //! Usage: qb-inbox-pullbench --url URL --source S --expect N [--workers 4] [--batch 10]
 //!        [--concurrency 1] [--timeout 120]
 
@@ -28,12 +32,18 @@ fn arg(args: &[String], name: &str, default: &str) -> String {
 #[tokio::main]
 async fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let url = arg(&args, "--url", "postgres://queuebox:queuebox@127.0.0.1:5432/queuebox");
+    let url = arg(
+        &args,
+        "--url",
+        "postgres://queuebox:queuebox@127.0.0.1:5432/queuebox",
+    );
     let source = arg(&args, "--source", "bench");
     let expect: u64 = arg(&args, "--expect", "50000").parse().expect("--expect");
     let workers: usize = arg(&args, "--workers", "4").parse().expect("--workers");
     let batch: u32 = arg(&args, "--batch", "10").parse().expect("--batch");
-    let concurrency: usize = arg(&args, "--concurrency", "1").parse().expect("--concurrency");
+    let concurrency: usize = arg(&args, "--concurrency", "1")
+        .parse()
+        .expect("--concurrency");
     let timeout: u64 = arg(&args, "--timeout", "120").parse().expect("--timeout");
 
     // Each worker: one claim connection plus one transaction per running handler.
@@ -61,8 +71,12 @@ async fn main() {
         options.poll_interval = Duration::from_millis(100);
         options.shutdown_grace = Duration::from_secs(10);
         let worker = InboxWorker::new(pool.clone(), options).expect("worker options");
-        let (handled, first_ns, last_ns, stop_tx) =
-            (handled.clone(), first_ns.clone(), last_ns.clone(), stop_tx.clone());
+        let (handled, first_ns, last_ns, stop_tx) = (
+            handled.clone(),
+            first_ns.clone(),
+            last_ns.clone(),
+            stop_tx.clone(),
+        );
         let handler = handler_fn(move |_message, _tx| {
             let n = handled.fetch_add(1, Ordering::Relaxed) + 1;
             let now = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
@@ -106,7 +120,21 @@ async fn main() {
         (last_ns.load(Ordering::Relaxed), expect)
     };
     let span = (last.saturating_sub(first)) as f64 / 1e9;
-    let rate = if span > 0.0 { counted.saturating_sub(1) as f64 / span } else { 0.0 };
+    let rate = if span > 0.0 {
+        counted.saturating_sub(1) as f64 / span
+    } else {
+        0.0
+    };
+    let worker_cpu = cpu_ticks("self");
+    let backends: Vec<(i32,)> =
+        sqlx::query_as("SELECT pid FROM pg_stat_activity WHERE datname = current_database()")
+            .fetch_all(&pool)
+            .await
+            .expect("list backends");
+    let pg_cpu: u64 = backends
+        .iter()
+        .map(|(pid,)| cpu_ticks(&pid.to_string()))
+        .sum();
     let (processed, left): (i64, i64) = sqlx::query_as(
         "SELECT count(*) FILTER (WHERE state = 'processed'), count(*) FILTER (WHERE state <> 'processed') \
          FROM inbox WHERE source = $1",
@@ -120,4 +148,42 @@ async fn main() {
         first / 1_000_000,
         wall.as_millis()
     );
+    let (worker_ms, pg_ms) = (ticks_ms(worker_cpu), ticks_ms(pg_cpu));
+    let per_row = |ms: u64| {
+        if n > 0 {
+            ms as f64 * 1000.0 / n as f64
+        } else {
+            0.0
+        }
+    };
+    println!(
+        "cpu worker_cpu_ms={worker_ms} pg_cpu_ms={pg_ms} worker_us_per_row={:.0} pg_us_per_row={:.0}",
+        per_row(worker_ms),
+        per_row(pg_ms)
+    );
+}
+
+/// User + system CPU ticks of a process (`self` or a pid), 0 when unreadable.
+fn cpu_ticks(pid: &str) -> u64 {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return 0;
+    };
+    // Fields after the command name, which is in parentheses and may hold spaces.
+    let Some(rest) = stat.rsplit_once(')').map(|(_, rest)| rest) else {
+        return 0;
+    };
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // utime and stime are fields 14 and 15 of the line: indexes 11 and 12 after the name.
+    let field = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    field(11) + field(12)
+}
+
+/// Clock ticks to milliseconds; Linux reports 100 ticks a second (USER_HZ).
+fn ticks_ms(ticks: u64) -> u64 {
+    ticks * 10
 }

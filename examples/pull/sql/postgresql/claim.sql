@@ -26,9 +26,9 @@
 -- remain, and FOR UPDATE SKIP LOCKED takes them. Every claimer computes the same head for an
 -- aggregate, so two concurrent claims race for one row lock and never take two rows of it; the lock
 -- re-checks the row, so a row that another claim committed in the meantime is skipped.
-WITH RECURSIVE walk (agg, id, ready, steps, ready_count) AS (
-    SELECT h.aggregate_id, h.id, r.ready, 1, r.ready
-      FROM (SELECT i.aggregate_id, i.id, i.scheduled_at
+WITH RECURSIVE walk (agg, id, due, created, ready, steps, ready_count) AS (
+    SELECT h.aggregate_id, h.id, h.scheduled_at, h.created_at, r.ready, 1, r.ready
+      FROM (SELECT i.aggregate_id, i.id, i.scheduled_at, i.created_at
               FROM inbox i
              WHERE i.source = CAST(:source AS text) AND i.consumption = 'pull'
                AND i.state = 'pending' AND i.aggregate_id IS NOT NULL
@@ -42,10 +42,11 @@ WITH RECURSIVE walk (agg, id, ready, steps, ready_count) AS (
                                         AND b.lease_expires_at > now())
                     THEN 1 ELSE 0 END AS ready) r
   UNION ALL
-    SELECT h.aggregate_id, h.id, r.ready, w.steps + 1, w.ready_count + r.ready
+    SELECT h.aggregate_id, h.id, h.scheduled_at, h.created_at, r.ready, w.steps + 1,
+           w.ready_count + r.ready
       FROM walk w
      CROSS JOIN LATERAL (
-        SELECT i.aggregate_id, i.id, i.scheduled_at
+        SELECT i.aggregate_id, i.id, i.scheduled_at, i.created_at
           FROM inbox i
          WHERE i.source = CAST(:source AS text) AND i.consumption = 'pull'
            AND i.state = 'pending' AND i.aggregate_id > w.agg
@@ -61,7 +62,7 @@ WITH RECURSIVE walk (agg, id, ready, steps, ready_count) AS (
      WHERE w.ready_count < CAST(:cand_limit AS int) AND w.steps < 4 * CAST(:cand_limit AS int)
 ),
 oldest AS (
-    SELECT i.id
+    SELECT i.id, i.aggregate_id AS agg, i.scheduled_at AS due, i.created_at AS created
       FROM inbox i
      WHERE i.source = CAST(:source AS text) AND i.consumption = 'pull'
        AND i.state = 'pending' AND i.scheduled_at <= now()
@@ -69,23 +70,27 @@ oldest AS (
      LIMIT CAST(:cand_limit AS int)
 ),
 expired AS (
-    SELECT i.id
+    SELECT i.id, i.aggregate_id AS agg, i.scheduled_at AS due, i.created_at AS created
       FROM inbox i
      WHERE i.source = CAST(:source AS text) AND i.consumption = 'pull'
        AND i.state = 'processing' AND i.lease_expires_at <= now()
      ORDER BY i.lease_expires_at, i.id
      LIMIT CAST(:cand_limit AS int)
 ),
+-- Each candidate set carries the columns that the ranking needs, so no plan reads the table again
+-- for them. (A generic plan, which a driver may cache, cannot see how few candidates there are and
+-- would otherwise scan the whole table to join them back.) Expired rows rank first (lane 0).
+pool AS (
+    SELECT id, agg, due, created, 1 AS lane FROM walk WHERE ready = 1
+    UNION SELECT id, agg, due, created, 1 FROM oldest
+    UNION SELECT id, agg, due, created, 0 FROM expired
+),
 candidates AS (
-    SELECT i.id, i.aggregate_id, i.scheduled_at, i.created_at,
+    SELECT p.id, p.agg AS aggregate_id, p.due AS scheduled_at, p.created AS created_at,
            row_number() OVER (
-               PARTITION BY i.aggregate_id, CASE WHEN i.aggregate_id IS NULL THEN i.id END
-               ORDER BY CASE WHEN i.state = 'processing' THEN 0 ELSE 1 END,
-                        i.scheduled_at, i.created_at, i.id) AS place
-      FROM inbox i
-     WHERE i.id IN (SELECT id FROM walk WHERE ready = 1
-                    UNION SELECT id FROM oldest
-                    UNION SELECT id FROM expired)
+               PARTITION BY p.agg, CASE WHEN p.agg IS NULL THEN p.id END
+               ORDER BY p.lane, p.due, p.created, p.id) AS place
+      FROM pool p
 ),
 picked AS (
     SELECT c.id
