@@ -90,7 +90,7 @@ impl Released {
         }
         // Newest first within a streak (a stable sort keeps the reversed queue order).
         taken.reverse();
-        taken.sort_by(|a, b| b.1.cmp(&a.1));
+        taken.sort_by_key(|entry| std::cmp::Reverse(entry.1));
         taken
             .into_iter()
             .map(|(key, streak)| {
