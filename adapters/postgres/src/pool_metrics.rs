@@ -89,8 +89,7 @@ impl Timing {
     fn record(&self, elapsed: Duration) {
         let seconds = elapsed.as_secs_f64();
         self.summary.record(seconds);
-        self.max_gauge
-            .set(self.max.record(seconds, Instant::now()));
+        self.max_gauge.set(self.max.record(seconds, Instant::now()));
     }
 
     fn refresh(&self) {
