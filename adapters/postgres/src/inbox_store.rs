@@ -27,18 +27,26 @@ impl PgInboxStore {
 #[async_trait]
 impl InboxStore for PgInboxStore {
     async fn insert(&self, message: &NewInboxMessage) -> Result<Stored, StoreError> {
-        if message.dead_reason.is_some() {
-            // Only broker sources store a row dead at receipt, and none is built yet; refusing
-            // here keeps such a row from being stored `pending` by mistake.
-            return Err(StoreError {
+        // A row refused at receipt (a broker message that is not JSON, or whose source transform
+        // said `Dead`) is stored `dead` with its reason, so the message is acknowledged and kept.
+        // Its payload may not be JSON: then it is kept as a JSON string of the received text.
+        let (state, last_error) = match message.dead_reason.as_deref() {
+            None => ("pending", None),
+            Some(reason) => ("dead", Some(reason)),
+        };
+        let payload = match RawValue::from_string(message.payload.clone()) {
+            Ok(payload) => payload,
+            Err(e) if message.dead_reason.is_none() => {
+                return Err(StoreError {
+                    operation: "insert",
+                    reason: format!("the payload is not JSON: {e}"),
+                });
+            }
+            Err(_) => serde_json::value::to_raw_value(&message.payload).map_err(|e| StoreError {
                 operation: "insert",
-                reason: "storing an inbox row as dead is not supported by this version".into(),
-            });
-        }
-        let payload = RawValue::from_string(message.payload.clone()).map_err(|e| StoreError {
-            operation: "insert",
-            reason: format!("the payload is not JSON: {e}"),
-        })?;
+                reason: format!("the payload could not be kept as JSON text: {e}"),
+            })?,
+        };
         let headers: serde_json::Map<String, serde_json::Value> = message
             .headers
             .iter()
@@ -58,6 +66,8 @@ impl InboxStore for PgInboxStore {
             .bind(Json(headers))
             .bind(message.correlation_id.as_deref())
             .bind(message.consumption.as_str())
+            .bind(state)
+            .bind(last_error)
             .fetch_optional(&mut *connection)
             .await
             .map_err(|e| StoreError {

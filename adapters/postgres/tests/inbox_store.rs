@@ -165,22 +165,57 @@ async fn a_renamed_schema_is_written_through_the_mapping() {
 }
 
 #[tokio::test]
-async fn a_dead_row_is_refused_rather_than_stored_pending() {
+async fn a_row_refused_at_receipt_is_stored_dead_with_its_reason() {
     let db = TestDb::create().await;
     let database = connect(&db.options(true, SchemaNames::default()))
         .await
         .expect("connect");
     database.prepare().await.expect("migrate");
     let store = database.inbox_store();
-    let mut dead = message("rabbit", "bad");
-    dead.dead_reason = Some("not JSON".into());
-    assert!(store.insert(&dead).await.is_err());
+    // A transform that said `Dead`: the original JSON payload is kept.
+    let mut rejected = message("rabbit", "rejected");
+    rejected.dead_reason = Some("Transform failed: boom".into());
+    // A broker message that is not JSON: its text is kept as a JSON string.
+    let mut not_json = message("rabbit", "bad");
+    not_json.payload = "<xml/>".into();
+    not_json.dead_reason = Some("Invalid JSON".into());
+    // The same payload without a dead reason is an error, never a row.
+    let mut invalid = message("rabbit", "invalid");
+    invalid.payload = "<xml/>".into();
+    assert!(store.insert(&invalid).await.is_err());
+    for dead in [&rejected, &not_json] {
+        assert!(matches!(store.insert(dead).await, Ok(Stored::New(_))));
+    }
+    // A repeat is still a duplicate.
+    assert_eq!(store.insert(&rejected).await.ok(), Some(Stored::Duplicate));
+
     let mut session = db.session().await;
-    let count: i64 = sqlx::query_scalar("SELECT count(*) FROM inbox")
-        .fetch_one(&mut session)
-        .await
-        .expect("count");
-    assert_eq!(count, 0);
+    let rows = sqlx::query(
+        "SELECT idempotency_key, state, last_error, payload::text AS payload FROM inbox ORDER BY idempotency_key",
+    )
+    .fetch_all(&mut session)
+    .await
+    .expect("read");
+    let rows: Vec<(String, String, Option<String>, String)> = rows
+        .iter()
+        .map(|r| {
+            (
+                r.get("idempotency_key"),
+                r.get("state"),
+                r.get("last_error"),
+                r.get("payload"),
+            )
+        })
+        .collect();
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    assert_eq!(rows[0].0, "bad");
+    assert_eq!(rows[0].1, "dead");
+    assert_eq!(rows[0].2.as_deref(), Some("Invalid JSON"));
+    assert_eq!(rows[0].3, r#""<xml/>""#);
+    assert_eq!(rows[1].0, "rejected");
+    assert_eq!(rows[1].1, "dead");
+    assert_eq!(rows[1].2.as_deref(), Some("Transform failed: boom"));
+    assert!(rows[1].3.contains(r#""amount": 12.5"#), "{}", rows[1].3);
     drop(session);
     database.close().await;
     db.drop_now().await;

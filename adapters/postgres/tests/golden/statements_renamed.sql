@@ -34,9 +34,11 @@ INSERT INTO "qb_inbox" (
     "payload",
     "headers",
     "correlation_id",
-    "consumption"
+    "consumption",
+    "state",
+    "last_error"
 )
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
 ON CONFLICT DO NOTHING
 RETURNING "id";
 
