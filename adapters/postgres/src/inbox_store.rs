@@ -42,10 +42,12 @@ impl InboxStore for PgInboxStore {
                     reason: format!("the payload is not JSON: {e}"),
                 });
             }
-            Err(_) => serde_json::value::to_raw_value(&message.payload).map_err(|e| StoreError {
-                operation: "insert",
-                reason: format!("the payload could not be kept as JSON text: {e}"),
-            })?,
+            Err(_) => {
+                serde_json::value::to_raw_value(&message.payload).map_err(|e| StoreError {
+                    operation: "insert",
+                    reason: format!("the payload could not be kept as JSON text: {e}"),
+                })?
+            }
         };
         let headers: serde_json::Map<String, serde_json::Value> = message
             .headers
