@@ -263,6 +263,8 @@ async fn the_rendered_inserts_work_on_a_renamed_schema() {
             .bind(Json(serde_json::json!({})))
             .bind("corr-1")
             .bind("push")
+            .bind("pending")
+            .bind(None::<String>)
     };
     let first = insert_inbox("evt_1")
         .fetch_optional(&mut *connection)
