@@ -24,28 +24,11 @@ const LONG_LEASE: Duration = Duration::from_secs(300);
 const WAIT: Duration = Duration::from_secs(10);
 
 /// A fresh database with the bundled migrations, a store on it and a session to inspect it.
-struct Fixture {
-    db: TestDb,
-    database: PostgresDatabase,
-    store: PgOutboxStore,
-    session: PgConnection,
-}
+type Fixture = common::StoreFixture<PgOutboxStore>;
 
 impl Fixture {
     async fn new() -> Self {
-        let db = TestDb::create().await;
-        let database = connect(&db.options(true, SchemaNames::default()))
-            .await
-            .expect("connect");
-        database.prepare().await.expect("migrate and check");
-        let store = database.outbox_store();
-        let session = db.session().await;
-        Self {
-            db,
-            database,
-            store,
-            session,
-        }
+        Self::open(PostgresDatabase::outbox_store).await
     }
 
     /// Inserts one due row and returns its id.
@@ -96,19 +79,6 @@ impl Fixture {
 
     async fn finish_sent(&self, row: &ClaimedRow) -> bool {
         self.finish(&[sent(row)]).await[0]
-    }
-
-    async fn done(self) {
-        let Self {
-            db,
-            database,
-            store,
-            session,
-        } = self;
-        drop(store);
-        drop(session);
-        database.close().await;
-        db.drop_now().await;
     }
 }
 

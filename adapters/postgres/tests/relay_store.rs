@@ -9,11 +9,9 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::TestDb;
-use queuebox_domain::mapping::SchemaNames;
 use queuebox_ports::inbox::{ForwardedRow, RelayRow, RelayStore};
-use queuebox_postgres::{PgRelayStore, PostgresDatabase, connect};
-use sqlx::{AssertSqlSafe, PgConnection, Row};
+use queuebox_postgres::{PgRelayStore, PostgresDatabase};
+use sqlx::{AssertSqlSafe, Row};
 use uuid::Uuid;
 
 /// A long lease: no test row loses it by accident.
@@ -44,28 +42,11 @@ impl<'a> Inbox<'a> {
     }
 }
 
-struct Fixture {
-    db: TestDb,
-    database: PostgresDatabase,
-    store: PgRelayStore,
-    session: PgConnection,
-}
+type Fixture = common::StoreFixture<PgRelayStore>;
 
 impl Fixture {
     async fn new() -> Self {
-        let db = TestDb::create().await;
-        let database = connect(&db.options(true, SchemaNames::default()))
-            .await
-            .expect("connect");
-        database.prepare().await.expect("migrate and check");
-        let store = database.relay_store();
-        let session = db.session().await;
-        Self {
-            db,
-            database,
-            store,
-            session,
-        }
+        Self::open(PostgresDatabase::relay_store).await
     }
 
     async fn insert(&mut self, row: Inbox<'_>) -> Uuid {
@@ -152,19 +133,6 @@ impl Fixture {
                 )
             })
             .collect()
-    }
-
-    async fn done(self) {
-        let Self {
-            db,
-            database,
-            store,
-            session,
-        } = self;
-        drop(store);
-        drop(session);
-        database.close().await;
-        db.drop_now().await;
     }
 }
 

@@ -7,35 +7,16 @@ mod common;
 use std::collections::HashSet;
 
 use chrono::{DateTime, Duration as Span, Utc};
-use common::TestDb;
-use queuebox_domain::mapping::SchemaNames;
 use queuebox_ports::replay::{ReplaySelection, ReplayStore};
-use queuebox_postgres::{PgReplayStore, PostgresDatabase, connect};
-use sqlx::{PgConnection, Row};
+use queuebox_postgres::{PgReplayStore, PostgresDatabase};
+use sqlx::Row;
 use uuid::Uuid;
 
-struct Fixture {
-    db: TestDb,
-    database: PostgresDatabase,
-    store: PgReplayStore,
-    session: PgConnection,
-}
+type Fixture = common::StoreFixture<PgReplayStore>;
 
 impl Fixture {
     async fn new() -> Self {
-        let db = TestDb::create().await;
-        let database = connect(&db.options(true, SchemaNames::default()))
-            .await
-            .expect("connect");
-        database.prepare().await.expect("migrate and check");
-        let store = database.replay_store();
-        let session = db.session().await;
-        Self {
-            db,
-            database,
-            store,
-            session,
-        }
+        Self::open(PostgresDatabase::replay_store).await
     }
 
     /// Inserts one row in `state`, created at `created_at`, and returns its id.
@@ -81,19 +62,6 @@ impl Fixture {
             .into_iter()
             .flatten()
             .collect()
-    }
-
-    async fn done(self) {
-        let Self {
-            db,
-            database,
-            store,
-            session,
-        } = self;
-        drop(store);
-        drop(session);
-        database.close().await;
-        db.drop_now().await;
     }
 }
 

@@ -21,28 +21,11 @@ const HOUR: Duration = Duration::from_secs(3_600);
 /// A bound for a delete that must not wait for a lock; far above any honest run.
 const NO_WAIT_BOUND: Duration = Duration::from_secs(20);
 
-struct Fixture {
-    db: TestDb,
-    database: PostgresDatabase,
-    store: PgRetentionStore,
-    session: PgConnection,
-}
+type Fixture = common::StoreFixture<PgRetentionStore>;
 
 impl Fixture {
     async fn new() -> Self {
-        let db = TestDb::create().await;
-        let database = connect(&db.options(true, SchemaNames::default()))
-            .await
-            .expect("connect");
-        database.prepare().await.expect("migrate and check");
-        let store = database.retention_store();
-        let session = db.session().await;
-        Self {
-            db,
-            database,
-            store,
-            session,
-        }
+        Self::open(PostgresDatabase::retention_store).await
     }
 
     /// An outbox row in `state` last changed `minutes_ago`; a processing row holds a live claim.
@@ -108,19 +91,6 @@ impl Fixture {
             }
             assert!(batches.len() < 100, "the sweep never ends: {batches:?}");
         }
-    }
-
-    async fn done(self) {
-        let Self {
-            db,
-            database,
-            store,
-            session,
-        } = self;
-        drop(store);
-        let _ = session.close().await;
-        database.close().await;
-        db.drop_now().await;
     }
 }
 

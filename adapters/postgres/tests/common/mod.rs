@@ -215,3 +215,45 @@ where
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// A fresh database with the bundled migrations, one store on it and a session to inspect it: the
+/// shape every store test starts from. Each test file adds its own helpers to its `StoreFixture<S>`.
+pub struct StoreFixture<S> {
+    pub db: TestDb,
+    pub database: queuebox_postgres::PostgresDatabase,
+    pub store: S,
+    pub session: PgConnection,
+}
+
+impl<S> StoreFixture<S> {
+    /// Creates the database, migrates it and builds the store with `make`.
+    pub async fn open(make: impl FnOnce(&queuebox_postgres::PostgresDatabase) -> S) -> Self {
+        let db = TestDb::create().await;
+        let database = queuebox_postgres::connect(&db.options(true, SchemaNames::default()))
+            .await
+            .expect("connect");
+        database.prepare().await.expect("migrate and check");
+        let store = make(&database);
+        let session = db.session().await;
+        Self {
+            db,
+            database,
+            store,
+            session,
+        }
+    }
+
+    /// Closes the session and the pool, then drops the database.
+    pub async fn done(self) {
+        let Self {
+            db,
+            database,
+            store,
+            session,
+        } = self;
+        drop(store);
+        let _ = session.close().await;
+        database.close().await;
+        db.drop_now().await;
+    }
+}
