@@ -11,6 +11,7 @@
 mod decide;
 mod finisher;
 mod held;
+mod idle_wait;
 mod maintenance;
 mod options;
 mod released;
@@ -25,6 +26,7 @@ use crate::telemetry::OutboxMetrics;
 use crate::worker_health::WorkerHealth;
 use finisher::Pending;
 use held::Held;
+use idle_wait::IdleWait;
 use maintenance::Maintenance;
 use queuebox_domain::outbox::DeliveryOutcome;
 use queuebox_ports::health::HealthCheck;
@@ -122,6 +124,7 @@ impl Dispatcher {
         let mut publishes = JoinSet::new();
         let mut unstarted: Vec<ClaimedRow> = Vec::new();
         let mut cursor = String::new();
+        let mut idle_wait = IdleWait::new(self.options.poll_interval);
         'claiming: while !stop.is_stopping() {
             // Reap finished publish tasks so the set does not grow.
             while publishes.try_join_next().is_some() {}
@@ -131,6 +134,7 @@ impl Dispatcher {
             // takes at most one batch.
             let room = (batch * HELD_BATCHES).saturating_sub(held.len()).min(batch);
             let mut full = false;
+            let mut found = false;
             if room > 0 {
                 let request = ClaimRequest {
                     limit: room as u32,
@@ -145,6 +149,7 @@ impl Dispatcher {
                         self.health.claim_succeeded();
                         cursor = claim.next_key_cursor;
                         full = claim.rows.len() >= room;
+                        found = !claim.rows.is_empty();
                         for row in &claim.rows {
                             held.insert(row.id, row.claim_token);
                         }
@@ -178,8 +183,16 @@ impl Dispatcher {
             if full {
                 continue;
             }
+            let wait = if room == 0 {
+                // Rows are in hand: the finisher's wake-up (or the poll interval) ends the wait,
+                // and the loop counts as active for the backoff once room frees up.
+                idle_wait.mark_active(Instant::now());
+                self.options.poll_interval
+            } else {
+                idle_wait.after_claim(found, Instant::now())
+            };
             tokio::select! {
-                _ = tokio::time::sleep(self.options.poll_interval) => {}
+                _ = tokio::time::sleep(wait) => {}
                 _ = written.notified() => {}
                 _ = stop.stopped() => break,
             }

@@ -1,0 +1,118 @@
+//! How long the claim loop waits after a claim that did not fill its batch.
+//!
+//! Waiting the whole `outbox.pollIntervalMs` after every short claim makes a row written at a steady
+//! trickle wait half a poll interval on average (measured: p50 49.5 ms at 1,000 rows a second with a
+//! 100 ms interval), because the claim right after a finish mostly comes too early for the next
+//! commit and then sleeps the full interval. While rows keep arriving, the loop instead polls after a
+//! short wait that doubles with every empty claim: 1 ms, 2 ms, 4 ms, ... up to the poll interval.
+//! Once one poll interval has passed without finding a row, the loop is idle and polls every
+//! interval, as configured, so an idle replica costs the database what the setting says.
+
+use std::time::{Duration, Instant};
+
+/// The first wait after a claim that found rows.
+const FIRST_WAIT: Duration = Duration::from_millis(1);
+
+/// The state of the backoff between claims.
+#[derive(Debug)]
+pub(crate) struct IdleWait {
+    poll_interval: Duration,
+    /// When a claim last found rows; `None` before the first one.
+    last_found: Option<Instant>,
+    /// The wait after the next empty claim while still active.
+    next: Duration,
+}
+
+impl IdleWait {
+    pub(crate) fn new(poll_interval: Duration) -> Self {
+        Self {
+            poll_interval,
+            last_found: None,
+            next: FIRST_WAIT,
+        }
+    }
+
+    /// Records that the loop is busy (rows in hand) at `now` without claiming.
+    pub(crate) fn mark_active(&mut self, now: Instant) {
+        self.last_found = Some(now);
+        self.next = FIRST_WAIT;
+    }
+
+    /// Records the outcome of a claim made at `now` and returns how long to wait before the next one
+    /// (when the claim was not full; a full claim is followed by another at once by the caller).
+    pub(crate) fn after_claim(&mut self, found_rows: bool, now: Instant) -> Duration {
+        if found_rows {
+            self.mark_active(now);
+        }
+        let active = self
+            .last_found
+            .is_some_and(|at| now.saturating_duration_since(at) < self.poll_interval);
+        if !active {
+            return self.poll_interval;
+        }
+        let wait = self.next.min(self.poll_interval);
+        self.next = (self.next * 2).min(self.poll_interval);
+        wait
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const POLL: Duration = Duration::from_millis(100);
+
+    #[test]
+    fn idle_from_the_start_waits_the_poll_interval() {
+        let mut wait = IdleWait::new(POLL);
+        let now = Instant::now();
+        assert_eq!(wait.after_claim(false, now), POLL);
+        assert_eq!(wait.after_claim(false, now + POLL), POLL);
+    }
+
+    #[test]
+    fn rows_found_start_a_doubling_backoff() {
+        let mut wait = IdleWait::new(POLL);
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        assert_eq!(wait.after_claim(true, t0), ms(1));
+        assert_eq!(wait.after_claim(false, t0 + ms(1)), ms(2));
+        assert_eq!(wait.after_claim(false, t0 + ms(3)), ms(4));
+        assert_eq!(wait.after_claim(false, t0 + ms(7)), ms(8));
+        // Rows again: the backoff starts over.
+        assert_eq!(wait.after_claim(true, t0 + ms(15)), ms(1));
+        assert_eq!(wait.after_claim(false, t0 + ms(16)), ms(2));
+    }
+
+    #[test]
+    fn the_wait_never_exceeds_the_poll_interval() {
+        let mut wait = IdleWait::new(Duration::from_millis(5));
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        assert_eq!(wait.after_claim(true, t0), ms(1));
+        assert_eq!(wait.after_claim(false, t0 + ms(1)), ms(2));
+        assert_eq!(wait.after_claim(false, t0 + ms(3)), ms(4));
+        assert_eq!(wait.after_claim(false, t0 + ms(4)), ms(5));
+    }
+
+    #[test]
+    fn rows_in_hand_keep_the_loop_active() {
+        let mut wait = IdleWait::new(POLL);
+        let t0 = Instant::now();
+        wait.after_claim(true, t0);
+        wait.mark_active(t0 + POLL * 5);
+        assert_eq!(
+            wait.after_claim(false, t0 + POLL * 5),
+            Duration::from_millis(1)
+        );
+    }
+
+    #[test]
+    fn a_poll_interval_without_rows_returns_to_idle_polling() {
+        let mut wait = IdleWait::new(POLL);
+        let t0 = Instant::now();
+        wait.after_claim(true, t0);
+        assert_eq!(wait.after_claim(false, t0 + POLL), POLL);
+        assert_eq!(wait.after_claim(false, t0 + POLL * 3), POLL);
+    }
+}
