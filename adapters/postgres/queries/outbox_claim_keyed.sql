@@ -35,12 +35,15 @@ WITH RECURSIVE walk AS (
      WHERE w.ready < $2 AND w.n < $4
 ),
 locked AS (
-    SELECT o.{outbox.id} AS id
+    SELECT o.{outbox.id} AS id, o.ctid AS tid
       FROM {outbox} o
      WHERE o.{outbox.id} IN (SELECT id FROM walk WHERE st = 'pending' AND due <= now())
        AND o.{outbox.state} = 'pending' AND o.{outbox.scheduledAt} <= now()
      FOR UPDATE SKIP LOCKED
 ),
+-- The update reaches each locked row by its physical address (ctid), which cannot change while this
+-- statement holds the row's lock: a primary-key probe per row saved. The id check keeps the match
+-- exact where a ctid repeats (the partitions of a partitioned table).
 claimed AS (
     UPDATE {outbox} t
        SET {outbox.state} = 'processing',
@@ -49,7 +52,7 @@ claimed AS (
            {outbox.leaseExpiresAt} = now() + $3 * interval '1 millisecond',
            {outbox.updatedAt} = now()
       FROM locked
-     WHERE t.{outbox.id} = locked.id
+     WHERE t.ctid = locked.tid AND t.{outbox.id} = locked.id
  RETURNING t.{outbox.id} AS id, t.{outbox.claimToken} AS claim_token, t.{outbox.topic} AS topic,
            t.{outbox.key} AS key, t.{outbox.aggregateType} AS aggregate_type,
            t.{outbox.payload}::text AS payload, t.{outbox.headers}::text AS headers,

@@ -22,12 +22,15 @@ WITH heads AS (
      WHERE h.st = 'pending' AND h.due <= now()
 ),
 locked AS (
-    SELECT o.{outbox.id} AS id
+    SELECT o.{outbox.id} AS id, o.ctid AS tid
       FROM {outbox} o
      WHERE o.{outbox.id} IN (SELECT id FROM heads)
        AND o.{outbox.state} = 'pending' AND o.{outbox.scheduledAt} <= now()
      FOR UPDATE SKIP LOCKED
 )
+-- The update reaches each locked row by its physical address (ctid), which cannot change while this
+-- statement holds the row's lock: a primary-key probe per row saved. The id check keeps the match
+-- exact where a ctid repeats (the partitions of a partitioned table).
 UPDATE {outbox} t
    SET {outbox.state} = 'processing',
        {outbox.claimToken} = gen_random_uuid(),
@@ -35,7 +38,7 @@ UPDATE {outbox} t
        {outbox.leaseExpiresAt} = now() + $2 * interval '1 millisecond',
        {outbox.updatedAt} = now()
   FROM locked
- WHERE t.{outbox.id} = locked.id
+ WHERE t.ctid = locked.tid AND t.{outbox.id} = locked.id
 RETURNING t.{outbox.id} AS id, t.{outbox.claimToken} AS claim_token, t.{outbox.topic} AS topic,
           t.{outbox.key} AS key, t.{outbox.aggregateType} AS aggregate_type,
           t.{outbox.payload}::text AS payload, t.{outbox.headers}::text AS headers,

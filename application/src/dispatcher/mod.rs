@@ -2,9 +2,9 @@
 //! each row with a fenced write. Every replica runs one; the database keeps them apart.
 //!
 //! ```text
-//!  claim loop ──rows──► publish tasks (≤ concurrency) ──finish──► finisher (batched fenced writes)
-//!       ▲                                                          │ wakes the claim loop: a finished
-//!       └──────────────────────────────────────────────────────────┘ head releases its key at once
+//!  claim loop ──rows──► starter ──► publish tasks (≤ concurrency) ──finish──► finisher (batched)
+//!       ▲                                                               │ wakes the claim loop: a
+//!       └───────────────────────────────────────────────────────────────┘ finished head frees its key
 //!  maintenance: renew leases every lease/3, reclaim expired claims every lease/5, pending gauges
 //! ```
 
@@ -121,17 +121,23 @@ impl Dispatcher {
             finishes: finish_tx,
         });
 
-        let mut publishes = JoinSet::new();
-        let mut unstarted: Vec<ClaimedRow> = Vec::new();
+        // Claimed rows queue here; the starter publishes them as permits free up. Keeping the claim
+        // loop apart from the permits lets the next claim run while the previous batch publishes
+        // (when the loop itself waited for permits, publishing stalled for the length of every
+        // claim). The held set bounds how many rows are claimed and not finished, queue included.
+        let (ready_tx, ready_rx) = mpsc::unbounded_channel::<ClaimedRow>();
+        let starter = tokio::spawn(start_publishes(
+            ready_rx,
+            Arc::clone(&permits),
+            Arc::clone(&shared),
+            stop.clone(),
+        ));
         let mut cursor = String::new();
         let mut idle_wait = IdleWait::new(self.options.poll_interval);
-        'claiming: while !stop.is_stopping() {
-            // Reap finished publish tasks so the set does not grow.
-            while publishes.try_join_next().is_some() {}
+        while !stop.is_stopping() {
             // Up to two batches are held at once, so the next claim overlaps the publishing and the
-            // finish of the previous one instead of waiting for both (a serial claim -> publish ->
-            // finish cycle left both the database and this process mostly idle). Each claim still
-            // takes at most one batch.
+            // finish of the previous one instead of waiting for both. Each claim still takes at
+            // most one batch.
             let room = (batch * HELD_BATCHES).saturating_sub(held.len()).min(batch);
             let mut full = false;
             let mut found = false;
@@ -150,28 +156,10 @@ impl Dispatcher {
                         cursor = claim.next_key_cursor;
                         full = claim.rows.len() >= room;
                         found = !claim.rows.is_empty();
-                        for row in &claim.rows {
+                        for row in claim.rows {
                             held.insert(row.id, row.claim_token);
-                        }
-                        let mut rows = claim.rows.into_iter();
-                        while let Some(row) = rows.next() {
-                            // A stop wins over a free permit: nothing new starts once stopping.
-                            let permit = tokio::select! {
-                                biased;
-                                _ = stop.stopped() => None,
-                                permit = Arc::clone(&permits).acquire_owned() => permit.ok(),
-                            };
-                            let Some(permit) = permit else {
-                                // Stopping before these rows were published: hand them back.
-                                unstarted.push(row);
-                                unstarted.extend(rows);
-                                break 'claiming;
-                            };
-                            let shared = Arc::clone(&shared);
-                            publishes.spawn(async move {
-                                deliver(row, &shared).await;
-                                drop(permit);
-                            });
+                            // The starter ends only after this loop drops the sender.
+                            let _ = ready_tx.send(row);
                         }
                     }
                     Err(error) => {
@@ -197,6 +185,15 @@ impl Dispatcher {
                 _ = stop.stopped() => break,
             }
         }
+        drop(ready_tx);
+        let (mut publishes, unstarted) = match starter.await {
+            Ok(started) => started,
+            Err(error) => {
+                // Only a panic ends the starter early; its rows return after their lease.
+                tracing::error!(%error, "the outbox publish starter failed");
+                (JoinSet::new(), Vec::new())
+            }
+        };
 
         // Rows claimed but never published go back to pending at once (fenced), so another replica
         // takes them now instead of after their lease; their attempt is not spent.
@@ -239,6 +236,48 @@ impl Dispatcher {
         self.health.stopped();
         tracing::info!("outbox dispatcher stopped");
     }
+}
+
+/// Publishes queued rows, each once a permit is free, until `stop` fires. Returns the publishes still
+/// running and every queued row it did not start (including rows the claim loop queues after the
+/// stop, until it drops its sender).
+async fn start_publishes(
+    mut ready: mpsc::UnboundedReceiver<ClaimedRow>,
+    permits: Arc<Semaphore>,
+    shared: Arc<Shared>,
+    mut stop: StopSignal,
+) -> (JoinSet<()>, Vec<ClaimedRow>) {
+    let mut publishes = JoinSet::new();
+    let mut unstarted = Vec::new();
+    loop {
+        // Reap finished publish tasks so the set does not grow.
+        while publishes.try_join_next().is_some() {}
+        let row = tokio::select! {
+            biased;
+            _ = stop.stopped() => break,
+            row = ready.recv() => row,
+        };
+        let Some(row) = row else { break };
+        // A stop wins over a free permit: nothing new starts once stopping.
+        let permit = tokio::select! {
+            biased;
+            _ = stop.stopped() => None,
+            permit = Arc::clone(&permits).acquire_owned() => permit.ok(),
+        };
+        let Some(permit) = permit else {
+            unstarted.push(row);
+            break;
+        };
+        let shared = Arc::clone(&shared);
+        publishes.spawn(async move {
+            deliver(row, &shared).await;
+            drop(permit);
+        });
+    }
+    while let Some(row) = ready.recv().await {
+        unstarted.push(row);
+    }
+    (publishes, unstarted)
 }
 
 /// Routes, publishes and decides the end of one row, then hands the fenced write to the finisher.

@@ -64,7 +64,7 @@ WITH RECURSIVE walk AS (
      WHERE w.ready < $2 AND w.n < $4
 ),
 locked AS (
-    SELECT o."id" AS id
+    SELECT o."id" AS id, o.ctid AS tid
       FROM "qb_outbox" o
      WHERE o."id" IN (SELECT id FROM walk WHERE st = 'pending' AND due <= now())
        AND o."state" = 'pending' AND o."scheduled_at" <= now()
@@ -78,7 +78,7 @@ claimed AS (
            "lease_expires_at" = now() + $3 * interval '1 millisecond',
            "updated_at" = now()
       FROM locked
-     WHERE t."id" = locked.id
+     WHERE t.ctid = locked.tid AND t."id" = locked.id
  RETURNING t."id" AS id, t."claim_token" AS claim_token, t."topic" AS topic,
            t."key" AS key, t."aggregate_type" AS aggregate_type,
            t."body"::text AS payload, t."headers"::text AS headers,
@@ -96,7 +96,7 @@ SELECT e.last_key, COALESCE(e.walked, 0) AS walked, COALESCE(e.ready, 0) AS read
 
 -- outbox_claim_unkeyed
 WITH locked AS (
-    SELECT o."id" AS id
+    SELECT o."id" AS id, o.ctid AS tid
       FROM "qb_outbox" o
      WHERE o."state" = 'pending'
        AND (o."key" IS NULL OR o."key" = '')
@@ -112,7 +112,7 @@ UPDATE "qb_outbox" t
        "lease_expires_at" = now() + $2 * interval '1 millisecond',
        "updated_at" = now()
   FROM locked
- WHERE t."id" = locked.id
+ WHERE t.ctid = locked.tid AND t."id" = locked.id
 RETURNING t."id" AS id, t."claim_token" AS claim_token, t."topic" AS topic,
           t."key" AS key, t."aggregate_type" AS aggregate_type,
           t."body"::text AS payload, t."headers"::text AS headers,
@@ -133,7 +133,7 @@ WITH heads AS (
      WHERE h.st = 'pending' AND h.due <= now()
 ),
 locked AS (
-    SELECT o."id" AS id
+    SELECT o."id" AS id, o.ctid AS tid
       FROM "qb_outbox" o
      WHERE o."id" IN (SELECT id FROM heads)
        AND o."state" = 'pending' AND o."scheduled_at" <= now()
@@ -146,7 +146,7 @@ UPDATE "qb_outbox" t
        "lease_expires_at" = now() + $2 * interval '1 millisecond',
        "updated_at" = now()
   FROM locked
- WHERE t."id" = locked.id
+ WHERE t.ctid = locked.tid AND t."id" = locked.id
 RETURNING t."id" AS id, t."claim_token" AS claim_token, t."topic" AS topic,
           t."key" AS key, t."aggregate_type" AS aggregate_type,
           t."body"::text AS payload, t."headers"::text AS headers,
