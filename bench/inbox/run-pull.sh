@@ -9,7 +9,8 @@
 # BATCH:CONCURRENCY pair, the batch_size and max_concurrency of each worker: "10:1 10:10 25:25";
 # 10:1 are the client's defaults; since 2026-11-30 16:20 a claim takes a whole batch and the rows
 # beyond the free slots wait in the worker), RUN_TIMEOUT (120 s a run: a run that has not handled
-# ROWS by then reports the rate of the rows it handled).
+# ROWS by then reports the rate of the rows it handled), TEST_BEFORE_ACQUIRE (true: the sqlx pool pings
+# every connection it hands out, as by default; false saves that round trip per handled row).
 #
 # The rows are written once per scenario into a template database (the QueueBox migrations plus
 # examples/pull/sql/postgresql/recommended_indexes.sql, INSERT ... SELECT, consumption 'pull',
@@ -25,6 +26,7 @@ ROWS=${ROWS:-50000}
 WORKERS=${WORKERS:-4}
 CONFIGS=${CONFIGS:-10:1 10:10 25:25}
 RUN_TIMEOUT=${RUN_TIMEOUT:-120}
+TEST_BEFORE_ACQUIRE=${TEST_BEFORE_ACQUIRE:-true}
 need_qb
 # Always through cargo (not build_tool), so that a change of clients/rust is in the binary.
 (cd "$INBOX_BENCH_DIR/pullbench" && CARGO_TARGET_DIR=$BENCH4_TARGET cargo build --release -q) || die "build of pullbench failed"
@@ -60,8 +62,8 @@ for scenario in $SCENARIOS; do
       new_db "$DB" "$TPL"
       line=$(timeout $((RUN_TIMEOUT + 30)) "$PULLBENCH_BIN" --url "postgres://$PGUSER:$PGPASSWORD@$PGHOST:$PGPORT/$DB" \
         --source bench --expect "$ROWS" --workers "$WORKERS" --batch "$batch" --concurrency "$conc" \
-        --timeout "$RUN_TIMEOUT" 2>"$WORK/pullbench.log" | grep -E '^(handled|cpu)' | tr '\n' ' ' || echo "handled=0 rate=0 failed=yes")
-      echo "run=$run scenario=$scenario workers=$WORKERS batch=$batch concurrency=$conc $line" | tee -a "$RES"
+        --timeout "$RUN_TIMEOUT" --test-before-acquire "$TEST_BEFORE_ACQUIRE" 2>"$WORK/pullbench.log" | grep -E '^(handled|cpu)' | tr '\n' ' ' || echo "handled=0 rate=0 failed=yes")
+      echo "run=$run scenario=$scenario workers=$WORKERS batch=$batch concurrency=$conc test_before_acquire=$TEST_BEFORE_ACQUIRE $line" | tee -a "$RES"
       drop_db "$DB"
     done
   done

@@ -19,5 +19,5 @@ pub use redact::{MAX_ERROR_LENGTH, sanitize, sanitize_error};
 pub use retry::{DefaultRetryPolicy, FailureAction, RetryPolicy};
 pub use schema::{Schema, is_valid_identifier};
 #[doc(hidden)]
-pub use sql::claim_statement;
+pub use sql::worker_statements;
 pub use worker::{Handler, InboxWorker, PgTransaction, handler_fn};

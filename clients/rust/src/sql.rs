@@ -131,8 +131,14 @@ RETURNING t.{id} AS id, t.{claim_token} AS claim_token, t.{source} AS source,
           t.{attempt} AS attempt, t.{correlation_id} AS correlation_id, t.{created_at} AS created_at";
 
 /// The fence every write after the claim carries: this row, this token, still ours.
+///
+/// The state is compared as `{state} || ''` so that the id is the only way in. Written plainly,
+/// `state = 'processing'` matches an index on the state (and one partial on processing rows),
+/// which the planner takes whenever its statistics say that almost no row is processing; that
+/// scan then reads the entries of every row processed since the last vacuum, dead ones included,
+/// once per write (tests/fence_plan.rs builds that case).
 const FENCE: &str = "WHERE {id} = CAST(:id AS uuid) AND {claim_token} = CAST(:token AS uuid)
-   AND {state} = 'processing' AND {lease_expires_at} > now()";
+   AND {state} || '' = 'processing' AND {lease_expires_at} > now()";
 
 const RENEW: &str = "UPDATE {table}
    SET {lease_expires_at} = now() + CAST(:lease_ms AS bigint) * interval '1 millisecond'
@@ -229,15 +235,32 @@ impl Statements {
     }
 }
 
-/// The worker's claim for `schema`: positional SQL and its parameter names in position order.
-/// Public only so that the tests can hold it to the claim of the SQL contract.
+/// The worker's statements for `schema`, by the name of their contract file (`claim`, `renew`,
+/// `complete`, `retry`, `dead`, `release`): positional SQL and the parameter names in position
+/// order. Public only so that the tests can hold them to the SQL contract and check their plans.
 #[doc(hidden)]
-pub fn claim_statement(schema: &crate::Schema) -> Result<crate::named::Positional, crate::Error> {
-    let claim = render(CLAIM, &schema.quoted()?);
-    Ok(crate::named::Positional {
-        sql: claim.sql.to_string(),
-        names: claim.names,
-    })
+pub fn worker_statements(
+    schema: &crate::Schema,
+) -> Result<Vec<(&'static str, crate::named::Positional)>, crate::Error> {
+    let s = Statements::new(&schema.quoted()?);
+    let all = [
+        ("claim", s.claim),
+        ("renew", s.renew),
+        ("complete", s.complete),
+        ("retry", s.retry),
+        ("dead", s.dead),
+        ("release", s.release),
+    ];
+    Ok(all
+        .into_iter()
+        .map(|(name, st)| {
+            let positional = crate::named::Positional {
+                sql: st.sql.to_string(),
+                names: st.names,
+            };
+            (name, positional)
+        })
+        .collect())
 }
 
 /// The candidate bound of the contract: three claims' worth, at least 50, at most 500.

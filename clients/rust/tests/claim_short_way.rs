@@ -8,7 +8,7 @@ mod common;
 
 use common::{TestDb, contract_file};
 use queuebox_inbox::named::{Positional, to_positional};
-use queuebox_inbox::{Schema, claim_statement};
+use queuebox_inbox::{Schema, worker_statements};
 use sqlx::{PgPool, Row};
 use uuid::Uuid;
 
@@ -23,7 +23,11 @@ fn claims() -> [(&'static str, Positional); 2] {
         ("claim.sql", to_positional(&contract_file("claim.sql"))),
         (
             "the worker's claim",
-            claim_statement(&Schema::default()).expect("the default schema renders"),
+            worker_statements(&Schema::default())
+                .expect("the default schema renders")
+                .into_iter()
+                .find_map(|(name, claim)| (name == "claim").then_some(claim))
+                .expect("the worker has a claim"),
         ),
     ]
 }

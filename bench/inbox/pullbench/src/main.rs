@@ -11,7 +11,10 @@
 //! handled row in microseconds: on a shared machine CPU time per row is steadier than rows/s.
 //!
 //! Usage: qb-inbox-pullbench --url URL --source S --expect N [--workers 4] [--batch 10]
-//!        [--concurrency 1] [--timeout 120]
+//!        [--concurrency 1] [--timeout 120] [--test-before-acquire true]
+//!
+//! `--test-before-acquire` is the sqlx pool setting of that name (default `true`, as in sqlx): with
+//! it, every connection taken from the pool is first pinged, one more round trip per handled row.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -45,12 +48,16 @@ async fn main() {
         .parse()
         .expect("--concurrency");
     let timeout: u64 = arg(&args, "--timeout", "120").parse().expect("--timeout");
+    let test_before_acquire: bool = arg(&args, "--test-before-acquire", "true")
+        .parse()
+        .expect("--test-before-acquire");
 
     // Each worker: one claim connection plus one transaction per running handler.
     let pool_size = u32::try_from(workers * (concurrency + 1) + 2).unwrap_or(100);
     let pool = PgPoolOptions::new()
         .max_connections(pool_size)
         .min_connections(pool_size)
+        .test_before_acquire(test_before_acquire)
         .connect(&url)
         .await
         .expect("connect to PostgreSQL");

@@ -10,5 +10,5 @@ UPDATE inbox
        lease_expires_at = NULL
  WHERE id = CAST(:id AS uuid)
    AND claim_token = CAST(:token AS uuid)
-   AND state = 'processing'
+   AND state || '' = 'processing' -- not an index key: the row is found by its id alone
    AND lease_expires_at > now();

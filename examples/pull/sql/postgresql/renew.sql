@@ -6,5 +6,5 @@ UPDATE inbox
    SET lease_expires_at = now() + CAST(:lease_ms AS bigint) * interval '1 millisecond'
  WHERE id = CAST(:id AS uuid)
    AND claim_token = CAST(:token AS uuid)
-   AND state = 'processing'
+   AND state || '' = 'processing' -- not an index key: the row is found by its id alone
    AND lease_expires_at > now();
