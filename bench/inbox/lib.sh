@@ -164,5 +164,20 @@ start_baseline() {
 }
 stop_baseline() { stop_pid "$BASE_PID"; BASE_PID=; }
 
+# cpu_seconds PID...: user + system CPU seconds the processes used so far (gone ones count 0).
+cpu_seconds() {
+  local tick total=0 pid fields
+  tick=$(getconf CLK_TCK)
+  for pid in "$@"; do
+    fields=$(cut -d')' -f2 "/proc/$pid/stat" 2>/dev/null) || continue
+    # After the command name: field 12 and 13 are utime and stime (fields 14 and 15 of stat(5)).
+    total=$(( total + $(echo "$fields" | awk '{print $12 + $13}') ))
+  done
+  echo "scale=2; $total / $tick" | bc
+}
+
+# db_backend_pids DB: the pids of the PostgreSQL backends connected to DB.
+db_backend_pids() { sql postgres "SELECT pid FROM pg_stat_activity WHERE datname = '$1'" | tr '\n' ' '; }
+
 # median: the median of the numbers on stdin (one a line).
 median() { sort -g | awk '{a[NR]=$1} END {if (NR==0) {print "n/a"} else if (NR%2) {print a[(NR+1)/2]} else {printf "%.1f\n", (a[NR/2]+a[NR/2+1])/2}}'; }

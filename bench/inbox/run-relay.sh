@@ -16,7 +16,9 @@
 # push source `bench` and no route (the outbox rows go dead on the dispatcher side: expected), and
 # waits until no pending or processing inbox row is left. The rate is
 # (rows - 1) / (last processed_at - first processed_at), from the database's clock, so start-up is
-# not in it; `wall_s` is start of QueueBox to the empty check (0.2 s polls).
+# not in it; `wall_s` is start of QueueBox to the empty check (0.2 s polls). `qb_cpu_s` is the CPU
+# time (user + system) of the QueueBox process, `pg_cpu_s` that of its database backends, both from
+# start to the empty check; `cpu_ms_per_krow` is their sum per 1,000 rows.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 RUNS=${1:-3}
@@ -62,6 +64,10 @@ for scenario in $SCENARIOS; do
       sleep 0.2
     done
     t1=$(date +%s.%N)
+    # CPU of QueueBox and of its database backends over the run (the pool keeps its connections).
+    qb_cpu=$(cpu_seconds "$QB_PID")
+    # shellcheck disable=SC2046
+    pg_cpu=$(cpu_seconds $(db_backend_pids "$DB"))
     stop_queuebox
     read -r processed dead pending rate <<<"$(sql "$DB" "SELECT count(*) FILTER (WHERE state = 'processed'),
         count(*) FILTER (WHERE state = 'dead'), count(*) FILTER (WHERE state IN ('pending', 'processing')),
@@ -71,7 +77,7 @@ for scenario in $SCENARIOS; do
     outbox=$(sql "$DB" "SELECT count(*) FROM outbox")
     wall=$(echo "$t1 - $t0" | bc)
     timed_out=$([ "$left" = 0 ] && echo no || echo yes)
-    echo "run=$run scenario=$scenario rows=$ROWS rate=$rate processed=$processed dead=$dead left=$pending outbox_rows=$outbox wall_s=$wall timed_out=$timed_out" | tee -a "$RES"
+    echo "run=$run scenario=$scenario rows=$ROWS rate=$rate processed=$processed dead=$dead left=$pending outbox_rows=$outbox wall_s=$wall qb_cpu_s=$qb_cpu pg_cpu_s=$pg_cpu cpu_ms_per_krow=$(echo "scale=1; ($qb_cpu + $pg_cpu) * 1000000 / $ROWS" | bc) timed_out=$timed_out" | tee -a "$RES"
     drop_db "$DB"
   done
   drop_db "$TPL"

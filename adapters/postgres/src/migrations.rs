@@ -54,7 +54,7 @@ macro_rules! migration {
     };
 }
 
-static MIGRATIONS: [Migration; 14] = [
+static MIGRATIONS: [Migration; 15] = [
     migration!(
         1,
         "V1__create_outbox.sql",
@@ -157,6 +157,11 @@ static MIGRATIONS: [Migration; 14] = [
         14,
         "V14__add_outbox_finished_index.sql",
         [Index("idx_outbox_finished_updated")]
+    ),
+    migration!(
+        15,
+        "V15__add_inbox_push_aggregate_index.sql",
+        [Index("idx_inbox_push_pending_aggregate")]
     ),
 ];
 

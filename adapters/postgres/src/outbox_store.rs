@@ -4,7 +4,8 @@
 use crate::pool::Pool;
 use crate::statements::Statements;
 use crate::store_support::{
-    applied_positions, header_pairs, millis, pool_error, storable_text, store_error,
+    applied_positions, header_pairs, millis, next_walk_cursor, pool_error, storable_text,
+    store_error,
 };
 use async_trait::async_trait;
 use queuebox_ports::outbox::{
@@ -70,18 +71,7 @@ impl PgOutboxStore {
             .map_err(|e| store_error("claim", e))?;
         let mut next_cursor = String::new();
         for row in &result {
-            let last_key: Option<String> = row
-                .try_get("last_key")
-                .map_err(|e| store_error("claim", e))?;
-            let walked: i32 = row.try_get("walked").map_err(|e| store_error("claim", e))?;
-            let ready: i32 = row.try_get("ready").map_err(|e| store_error("claim", e))?;
-            // The walk stopped early (enough ready heads, or the scan bound): continue after its last
-            // key next time. It ran out of keys: start again from the first key.
-            next_cursor = if ready >= limit as i32 || walked >= SCAN_BOUND {
-                last_key.unwrap_or_default()
-            } else {
-                String::new()
-            };
+            next_cursor = next_walk_cursor(row, limit, SCAN_BOUND, "claim")?;
             let id: Option<Uuid> = row.try_get("id").map_err(|e| store_error("claim", e))?;
             if id.is_some() {
                 rows.push(claimed_row(row)?);

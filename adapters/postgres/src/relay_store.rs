@@ -5,29 +5,23 @@
 use crate::pool::Pool;
 use crate::statements::Statements;
 use crate::store_support::{
-    applied_positions, header_pairs, millis, pool_error, storable_text, store_error,
+    applied_positions, header_pairs, millis, next_walk_cursor, pool_error, storable_text,
+    store_error,
 };
 use async_trait::async_trait;
 use queuebox_ports::inbox::{ForwardedRow, RelayRow, RelayStore};
 use queuebox_ports::outbox::StoreError;
 use sqlx::postgres::PgRow;
-use sqlx::{Connection, Row};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering};
+use sqlx::{Connection, PgConnection, Row};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use uuid::Uuid;
 
-/// The most pending push rows one claim looks at, at least. A claim reads the oldest rows up to this
-/// bound (or ten times its batch, if more) and picks the aggregate heads among them; the bound keeps
-/// its cost flat however large the backlog grows.
-const MIN_SCAN: u32 = 1_000;
-
-/// How far the window may widen: up to this many times the base bound. A claim that comes back short
-/// of its limit doubles the window of the next one; a full claim halves it, back to the base. When the
-/// oldest rows are bursts of a few aggregates (a hundred events of one customer in a row), the base
-/// window holds only a few heads, and each claim moved only those; the wider window finds the heads
-/// of more aggregates per claim, while a claim's cost stays bounded by the widest window.
-const MAX_WINDOW_GROWTH: u32 = 32;
+/// The most aggregates one claim walks past. A blocked aggregate (a row processing) costs one index
+/// probe; the bound keeps a claim cheap when very many aggregates are blocked at once, and the cursor
+/// moves the next walk on past them.
+const SCAN_BOUND: i32 = 2_000;
 
 /// Rows claimed before leases existed have none: their lease counts from the claim time with the
 /// longest lease QueueBox gave by default (five minutes).
@@ -39,8 +33,11 @@ pub struct PgRelayStore {
     statements: Arc<Statements>,
     /// The configured inbox table name: the key of the relay claim lock.
     table: String,
-    /// The factor (1 to MAX_WINDOW_GROWTH) by which the next claim widens its window.
-    window_growth: AtomicU32,
+    /// The aggregate after which this replica's next walk starts ('' = from the first).
+    cursor: Mutex<String>,
+    /// Which kind of row a claim serves first; flips every claim so that neither rows with an
+    /// aggregate nor rows without one can starve the other.
+    unkeyed_first: AtomicBool,
 }
 
 impl PgRelayStore {
@@ -50,7 +47,112 @@ impl PgRelayStore {
             pool,
             statements,
             table: inbox_table,
-            window_growth: AtomicU32::new(1),
+            cursor: Mutex::new(String::new()),
+            unkeyed_first: AtomicBool::new(false),
+        }
+    }
+
+    /// Claims the heads of up to `limit` ready aggregates, walking from `cursor`; returns where the
+    /// next walk starts.
+    async fn claim_keyed(
+        &self,
+        connection: &mut PgConnection,
+        cursor: &str,
+        limit: u32,
+        lease: Duration,
+        rows: &mut Vec<RelayRow>,
+    ) -> Result<String, StoreError> {
+        let result = sqlx::query(self.statements.relay_claim_keyed.clone())
+            .bind(cursor)
+            .bind(i32::try_from(limit).unwrap_or(i32::MAX))
+            .bind(millis(lease))
+            .bind(SCAN_BOUND)
+            .fetch_all(&mut *connection)
+            .await
+            .map_err(|e| store_error("relay claim", e))?;
+        let mut next_cursor = String::new();
+        for row in &result {
+            next_cursor = next_walk_cursor(row, limit, SCAN_BOUND, "relay claim")?;
+            let id: Option<Uuid> = row
+                .try_get("id")
+                .map_err(|e| store_error("relay claim", e))?;
+            if id.is_some() {
+                rows.push(relay_row(row)?);
+            }
+        }
+        Ok(next_cursor)
+    }
+
+    /// Claims up to `limit` pending push rows without an aggregate, oldest first.
+    async fn claim_unkeyed(
+        &self,
+        connection: &mut PgConnection,
+        limit: u32,
+        lease: Duration,
+        rows: &mut Vec<RelayRow>,
+    ) -> Result<(), StoreError> {
+        if limit == 0 {
+            return Ok(());
+        }
+        let result = sqlx::query(self.statements.relay_claim_unkeyed.clone())
+            .bind(i32::try_from(limit).unwrap_or(i32::MAX))
+            .bind(millis(lease))
+            .fetch_all(&mut *connection)
+            .await
+            .map_err(|e| store_error("relay claim", e))?;
+        for row in &result {
+            rows.push(relay_row(row)?);
+        }
+        Ok(())
+    }
+
+    /// Every claim statement of one claim, in the open transaction that holds the relay lock.
+    async fn claim_locked(
+        &self,
+        connection: &mut PgConnection,
+        limit: u32,
+        lease: Duration,
+    ) -> Result<Vec<RelayRow>, StoreError> {
+        let mut rows = Vec::with_capacity(limit as usize);
+        let unkeyed_first = self.unkeyed_first.fetch_xor(true, Ordering::Relaxed);
+        if unkeyed_first {
+            self.claim_unkeyed(connection, limit, lease, &mut rows)
+                .await?;
+        }
+        let remaining = limit.saturating_sub(rows.len() as u32);
+        if remaining > 0 {
+            let started_at = self.current_cursor();
+            let mut cursor = self
+                .claim_keyed(connection, &started_at, remaining, lease, &mut rows)
+                .await?;
+            let remaining = limit.saturating_sub(rows.len() as u32);
+            // The walk reached the last aggregate before filling the batch: wrap around once, so the
+            // aggregates before the cursor get their turn in this claim rather than the next.
+            if remaining > 0 && cursor.is_empty() && !started_at.is_empty() {
+                cursor = self
+                    .claim_keyed(connection, "", remaining, lease, &mut rows)
+                    .await?;
+            }
+            self.set_cursor(cursor);
+        }
+        if !unkeyed_first {
+            let remaining = limit.saturating_sub(rows.len() as u32);
+            self.claim_unkeyed(connection, remaining, lease, &mut rows)
+                .await?;
+        }
+        Ok(rows)
+    }
+
+    fn current_cursor(&self) -> String {
+        self.cursor
+            .lock()
+            .map(|cursor| cursor.clone())
+            .unwrap_or_default()
+    }
+
+    fn set_cursor(&self, next: String) {
+        if let Ok(mut cursor) = self.cursor.lock() {
+            *cursor = next;
         }
     }
 
@@ -69,11 +171,6 @@ impl PgRelayStore {
 impl RelayStore for PgRelayStore {
     async fn claim(&self, limit: u32, lease: Duration) -> Result<Vec<RelayRow>, StoreError> {
         let limit = limit.max(1);
-        let growth = self.window_growth.load(Ordering::Relaxed).max(1);
-        let scan = limit
-            .saturating_mul(10)
-            .max(MIN_SCAN)
-            .saturating_mul(growth);
         let mut connection = self.connection("relay claim").await?;
         let mut transaction = connection
             .begin()
@@ -84,25 +181,13 @@ impl RelayStore for PgRelayStore {
             .execute(&mut *transaction)
             .await
             .map_err(|e| store_error("relay claim lock", e))?;
-        let rows = sqlx::query(self.statements.relay_claim.clone())
-            .bind(i32::try_from(limit).unwrap_or(i32::MAX))
-            .bind(millis(lease))
-            .bind(i32::try_from(scan).unwrap_or(i32::MAX))
-            .fetch_all(&mut *transaction)
-            .await
-            .map_err(|e| store_error("relay claim", e))?;
+        let rows = self.claim_locked(&mut transaction, limit, lease).await?;
         // Commit releases the lock; on an error above, dropping the transaction rolls it back.
         transaction
             .commit()
             .await
             .map_err(|e| store_error("relay claim", e))?;
-        let next = if rows.len() < limit as usize {
-            growth.saturating_mul(2).min(MAX_WINDOW_GROWTH)
-        } else {
-            (growth / 2).max(1)
-        };
-        self.window_growth.store(next, Ordering::Relaxed);
-        rows.iter().map(relay_row).collect()
+        Ok(rows)
     }
 
     async fn forward(&self, rows: &[ForwardedRow]) -> Result<Vec<bool>, StoreError> {

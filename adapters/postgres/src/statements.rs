@@ -13,7 +13,7 @@ use sqlx::{AssertSqlSafe, SqlStr};
 use crate::error::PostgresError;
 
 /// (name, template) of every statement; the name is the file stem under `queries/`.
-const TEMPLATES: [(&str, &str); 22] = [
+const TEMPLATES: [(&str, &str); 23] = [
     ("ping", include_str!("../queries/ping.sql")),
     (
         "table_columns",
@@ -50,7 +50,14 @@ const TEMPLATES: [(&str, &str); 22] = [
         include_str!("../queries/outbox_pending_stats.sql"),
     ),
     ("relay_lock", include_str!("../queries/relay_lock.sql")),
-    ("relay_claim", include_str!("../queries/relay_claim.sql")),
+    (
+        "relay_claim_keyed",
+        include_str!("../queries/relay_claim_keyed.sql"),
+    ),
+    (
+        "relay_claim_unkeyed",
+        include_str!("../queries/relay_claim_unkeyed.sql"),
+    ),
     (
         "relay_forward",
         include_str!("../queries/relay_forward.sql"),
@@ -110,8 +117,10 @@ pub struct Statements {
     pub outbox_pending_stats: SqlStr,
     /// Take the relay claim lock for the rest of the transaction; `$1` is the inbox table name.
     pub relay_lock: SqlStr,
-    /// Claim the oldest pending push rows, one per aggregate (see the template for the cost).
-    pub relay_claim: SqlStr,
+    /// Claim the oldest pending push row of ready aggregates, walking aggregates from a cursor.
+    pub relay_claim_keyed: SqlStr,
+    /// Claim pending push rows without an aggregate, oldest first.
+    pub relay_claim_unkeyed: SqlStr,
     /// Forward claimed inbox rows into the outbox, fenced, in one statement.
     pub relay_forward: SqlStr,
     /// Move one claimed inbox row to dead, fenced.
@@ -156,7 +165,8 @@ impl Statements {
             outbox_reclaim,
             outbox_pending_stats,
             relay_lock,
-            relay_claim,
+            relay_claim_keyed,
+            relay_claim_unkeyed,
             relay_forward,
             relay_dead,
             relay_reclaim,
@@ -180,7 +190,8 @@ impl Statements {
             outbox_reclaim: outbox_reclaim?,
             outbox_pending_stats: outbox_pending_stats?,
             relay_lock: relay_lock?,
-            relay_claim: relay_claim?,
+            relay_claim_keyed: relay_claim_keyed?,
+            relay_claim_unkeyed: relay_claim_unkeyed?,
             relay_forward: relay_forward?,
             relay_dead: relay_dead?,
             relay_reclaim: relay_reclaim?,
@@ -208,7 +219,8 @@ impl Statements {
             &self.outbox_reclaim,
             &self.outbox_pending_stats,
             &self.relay_lock,
-            &self.relay_claim,
+            &self.relay_claim_keyed,
+            &self.relay_claim_unkeyed,
             &self.relay_forward,
             &self.relay_dead,
             &self.relay_reclaim,

@@ -3,6 +3,8 @@
 
 use crate::error::PostgresError;
 use queuebox_ports::outbox::StoreError;
+use sqlx::Row;
+use sqlx::postgres::PgRow;
 use std::time::Duration;
 
 /// The stored `headers` object as (name, value) pairs in stored order. The column should hold
@@ -64,6 +66,33 @@ pub(crate) fn store_error(operation: &'static str, error: sqlx::Error) -> StoreE
         operation,
         reason: error.to_string(),
     }
+}
+
+/// Where the next walk of a key-walk claim (outbox keys, relay aggregates) starts, from the walk's
+/// end that the statement reports on each row (`last_key`, `walked`, `ready`): after the last key
+/// when the walk stopped early (`limit` ready heads, or `bound` keys walked), so the rotation moves
+/// on; from the first key ('') when it ran out of keys.
+pub(crate) fn next_walk_cursor(
+    row: &PgRow,
+    limit: u32,
+    bound: i32,
+    operation: &'static str,
+) -> Result<String, StoreError> {
+    let last_key: Option<String> = row
+        .try_get("last_key")
+        .map_err(|e| store_error(operation, e))?;
+    let walked: i32 = row
+        .try_get("walked")
+        .map_err(|e| store_error(operation, e))?;
+    let ready: i32 = row
+        .try_get("ready")
+        .map_err(|e| store_error(operation, e))?;
+    let limit = i32::try_from(limit).unwrap_or(i32::MAX);
+    Ok(if ready >= limit || walked >= bound {
+        last_key.unwrap_or_default()
+    } else {
+        String::new()
+    })
 }
 
 #[cfg(test)]

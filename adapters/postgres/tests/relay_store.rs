@@ -171,8 +171,23 @@ fn ids(rows: &[RelayRow]) -> Vec<Uuid> {
     rows.iter().map(|r| r.id).collect()
 }
 
+/// The ids as a set: a claim orders nothing between aggregates, so tests compare what it took.
+fn id_set(rows: &[RelayRow]) -> HashSet<Uuid> {
+    rows.iter().map(|r| r.id).collect()
+}
+
+/// Forwards `rows` and asserts every fence held.
+async fn forward_all(store: &PgRelayStore, rows: &[RelayRow]) {
+    let writes: Vec<ForwardedRow> = rows.iter().map(forwarded).collect();
+    assert_eq!(
+        store.forward(&writes).await.expect("forward"),
+        vec![true; writes.len()]
+    );
+}
+
 #[tokio::test]
-async fn the_claim_takes_the_oldest_row_of_each_aggregate_in_created_at_order_and_push_rows_only() {
+async fn the_claim_takes_the_oldest_row_of_each_aggregate_every_row_without_one_and_push_rows_only()
+{
     let mut f = Fixture::new().await;
     let a1 = f.insert(Inbox::push(Some("A"), 9_000)).await;
     let b1 = f.insert(Inbox::push(Some("B"), 8_000)).await;
@@ -183,7 +198,8 @@ async fn the_claim_takes_the_oldest_row_of_each_aggregate_in_created_at_order_an
     // An empty aggregate orders nothing, like a missing one.
     let e1 = f.insert(Inbox::push(Some(""), 3_500)).await;
     let e2 = f.insert(Inbox::push(Some(""), 3_400)).await;
-    // Inserted last but oldest: the claim orders by created_at, not by insert order.
+    // Inserted last but oldest: the head of C is its oldest row by created_at, not by insert order.
+    let _c2 = f.insert(Inbox::push(Some("C"), 2_000)).await;
     let c1 = f.insert(Inbox::push(Some("C"), 10_000)).await;
     let mut pull = Inbox::push(Some("D"), 20_000);
     pull.consumption = "pull";
@@ -195,7 +211,11 @@ async fn the_claim_takes_the_oldest_row_of_each_aggregate_in_created_at_order_an
     .await;
 
     let claimed = f.claim(100).await;
-    assert_eq!(ids(&claimed), [c1, a1, b1, n1, n2, e1, e2]);
+    assert_eq!(claimed.len(), 7, "{:?}", ids(&claimed));
+    assert_eq!(
+        id_set(&claimed),
+        HashSet::from([c1, a1, b1, n1, n2, e1, e2])
+    );
     for row in &claimed {
         let (state, token, lease_left, _, _) = f.inbox_row(row.id).await;
         assert_eq!(state, "processing");
@@ -218,6 +238,7 @@ async fn the_claim_returns_the_stored_fields_and_honours_the_limit() {
     let a = f.insert(first).await;
     let b = f.insert(Inbox::push(Some("B"), 2_000)).await;
     let c = f.insert(Inbox::push(Some("C"), 1_000)).await;
+    // The walk goes through aggregates in key order: A and B first, C on the next claim.
     let claimed = f.claim(2).await;
     assert_eq!(ids(&claimed), [a, b]);
     let row = &claimed[0];
@@ -503,17 +524,17 @@ async fn a_stuck_aggregate_with_a_long_backlog_does_not_stall_the_others() {
     assert_eq!(head.len(), 1, "one row of the stuck aggregate");
     let b = f.insert(Inbox::push(Some("B"), 1_000)).await;
     let n = f.insert(Inbox::push(None, 500)).await;
-    assert_eq!(ids(&f.claim(10).await), [b, n]);
+    assert_eq!(id_set(&f.claim(10).await), HashSet::from([b, n]));
     f.done().await;
 }
 
-/// Bursts: each aggregate's rows are consecutive, so the oldest rows hold few aggregates. Claims that
-/// come back short widen the window of the next, so a relay that forwards what it claimed and claims
-/// again reaches the heads of more aggregates per claim, in each aggregate's order.
+/// Bursts: each aggregate's rows are consecutive, so the oldest rows hold few aggregates. The walk
+/// goes from aggregate to aggregate, not through the rows, so every claim comes back full while
+/// enough aggregates are ready, in each aggregate's order.
 #[tokio::test]
-async fn short_claims_widen_the_window_so_bursts_of_few_aggregates_still_fill_claims() {
+async fn bursts_of_few_aggregates_still_fill_every_claim_in_each_aggregates_order() {
     let mut f = Fixture::new().await;
-    // 40 aggregates of 250 consecutive rows: the base window (1,000 rows) holds 4 aggregates.
+    // 40 aggregates of 250 consecutive rows: the oldest 1,000 rows hold 4 aggregates.
     f.exec(
         "INSERT INTO inbox (source, idempotency_key, aggregate_id, event_type, payload, created_at) \
          SELECT 'stripe', 'k-' || n, 'a-' || lpad(((n - 1) / 250)::text, 2, '0'), 't', '{}', \
@@ -521,38 +542,67 @@ async fn short_claims_widen_the_window_so_bursts_of_few_aggregates_still_fill_cl
            FROM generate_series(1, 10000) AS n",
     )
     .await;
-    let mut sizes = Vec::new();
     let mut last_seen: HashMap<String, i64> = HashMap::new();
-    for _ in 0..6 {
+    for claim in 0..6 {
         let rows = f.claim(40).await;
-        sizes.push(rows.len());
+        assert_eq!(rows.len(), 40, "claim {claim}");
         for row in &rows {
             let aggregate = row
                 .aggregate_id
                 .clone()
                 .expect("every row has an aggregate");
             let n: i64 = row.idempotency_key[2..].parse().expect("k-<n>");
-            if let Some(before) = last_seen.insert(aggregate.clone(), n) {
-                assert!(n > before, "{aggregate}: row {n} after row {before}");
-            }
+            // Each aggregate's rows go one by one, in created_at order, none skipped.
+            let expected = last_seen.get(&aggregate).map_or_else(
+                || {
+                    let index: i64 = aggregate[2..].parse().expect("a-<nn>");
+                    index * 250 + 1
+                },
+                |before| before + 1,
+            );
+            assert_eq!(n, expected, "{aggregate}");
+            last_seen.insert(aggregate, n);
         }
-        let writes: Vec<ForwardedRow> = rows.iter().map(forwarded).collect();
-        assert_eq!(
-            f.store.forward(&writes).await.expect("forward"),
-            vec![true; writes.len()]
-        );
+        forward_all(&f.store, &rows).await;
     }
-    // 1,000 rows hold 4 aggregates, 2,000 about 8 (one more: the forwarded heads shortened the
-    // first bursts), and so on until a claim is full (40); a full claim halves the window again,
-    // which still holds about 32 of them.
-    assert_eq!(sizes[0], 4, "{sizes:?}");
-    for i in 1..4 {
-        assert!(
-            sizes[i] + 1 >= 2 * sizes[i - 1],
-            "each short claim doubles the next window: {sizes:?}"
-        );
+    f.done().await;
+}
+
+/// The walk resumes after the aggregate where the last one stopped: with room for one row a claim,
+/// every aggregate gets its turn before any gets a second one, although A's three rows are the oldest.
+#[tokio::test]
+async fn successive_claims_rotate_over_the_ready_aggregates() {
+    let mut f = Fixture::new().await;
+    f.exec(
+        "INSERT INTO inbox (source, idempotency_key, aggregate_id, event_type, payload, created_at) \
+         SELECT 'stripe', 'k-' || n, chr(65 + n / 3), 't', '{}', \
+                now() - interval '1 hour' + n * interval '1 millisecond' \
+           FROM generate_series(0, 8) AS n",
+    )
+    .await;
+    let mut order = Vec::new();
+    for _ in 0..9 {
+        let rows = f.claim(1).await;
+        assert_eq!(rows.len(), 1);
+        order.push(rows[0].aggregate_id.clone().expect("an aggregate"));
+        forward_all(&f.store, &rows).await;
     }
-    assert_eq!(sizes[4], 40, "{sizes:?}");
-    assert!(sizes[5] >= 32, "{sizes:?}");
+    assert_eq!(order.join(""), "ABCABCABC");
+    assert!(f.claim(1).await.is_empty());
+    f.done().await;
+}
+
+/// A row that commits late can carry a created_at older than the row of its aggregate already in
+/// flight: it is then the oldest pending row of the aggregate, and still waits for the forward.
+#[tokio::test]
+async fn an_older_row_that_arrives_while_its_aggregate_is_in_flight_waits() {
+    let mut f = Fixture::new().await;
+    let a1 = f.insert(Inbox::push(Some("A"), 1_000)).await;
+    let claimed = f.claim(10).await;
+    assert_eq!(ids(&claimed), [a1]);
+    let a0 = f.insert(Inbox::push(Some("A"), 5_000)).await;
+    assert!(f.claim(10).await.is_empty());
+    forward_all(&f.store, &claimed).await;
+    assert_eq!(ids(&f.claim(10).await), [a0]);
     f.done().await;
 }

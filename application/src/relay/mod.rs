@@ -3,13 +3,14 @@
 //! database keeps two replicas off one aggregate.
 //!
 //! ```text
-//!  claim (≤ batchSize, one row per aggregate) ──► topic + headers per row ──► one fenced forward
-//!     ▲  any row found: claim again at once; an empty claim waits pollIntervalMs
+//!  claim N+1 (≤ batchSize, one row per aggregate)   ┐ at the same time
+//!  batch N: topic + headers per row ──► one fenced forward ┘
+//!     ▲  any row found, or a forward ran: claim again at once; otherwise wait pollIntervalMs
 //!     └─ between cycles: reclaim expired claims (≤ once per lease/5), oldest-pending gauge
 //! ```
 //!
-//! The relay forwards a batch before it claims the next, so one aggregate never has two rows in
-//! flight from this replica, and the claim itself excludes aggregates in flight anywhere.
+//! One aggregate never has two rows in flight: the claim leaves out every aggregate with a row
+//! `processing`, anywhere, and the batch being forwarded stays `processing` until its forward commits.
 
 mod forward;
 mod headers;
@@ -24,7 +25,7 @@ use crate::lifecycle::StopSignal;
 use crate::telemetry::RelayMetrics;
 use crate::worker_health::WorkerHealth;
 use queuebox_ports::health::HealthCheck;
-use queuebox_ports::inbox::RelayStore;
+use queuebox_ports::inbox::{RelayRow, RelayStore};
 use std::sync::Arc;
 use tokio::time::Instant;
 
@@ -55,8 +56,9 @@ impl Relay {
     }
 
     /// Runs until `stop` fires. A batch being forwarded when the stop comes is finished first (one
-    /// statement); nothing is left half-written, and a claimed row that was not forwarded returns
-    /// after its lease through the reclaim step of any replica.
+    /// statement), and a batch claimed just before it is forwarded too; nothing is left half-written,
+    /// and a claimed row whose forward failed returns after its lease through the reclaim step of any
+    /// replica.
     pub async fn run(self, mut stop: StopSignal) {
         let batch = self.options.batch_size.max(1);
         let reclaim_every = self.options.reclaim_interval();
@@ -66,6 +68,8 @@ impl Relay {
         let mut next_reclaim = Instant::now();
         let mut next_gauge = Instant::now();
         tracing::info!(batch, "inbox relay started");
+        // The batch the last claim returned: it is forwarded while the next claim runs.
+        let mut claimed: Vec<RelayRow> = Vec::new();
         while !stop.is_stopping() {
             let now = Instant::now();
             if now >= next_reclaim {
@@ -76,26 +80,20 @@ impl Relay {
                 self.refresh_gauge().await;
                 next_gauge = Instant::now() + gauge_every;
             }
-            // Claim again at once whenever the claim found rows, full batch or not: a claim comes
-            // back short when the oldest pending rows hold few aggregates (a burst of one
-            // aggregate's events), however many rows wait behind them. Only a claim that found
-            // nothing waits for the poll interval.
-            let found = match self.store.claim(batch, self.options.lease).await {
+            // Claiming and forwarding overlap: each round trip waits for the database, and the two
+            // together keep it busier than one after the other. The order of an aggregate holds: the
+            // rows being forwarded are `processing` until their forward commits, so the claim beside
+            // it leaves their aggregates out, and their next rows can only be claimed after it.
+            let forwarding = !claimed.is_empty();
+            let (claim, ()) = tokio::join!(
+                self.store.claim(batch, self.options.lease),
+                self.forward(std::mem::take(&mut claimed)),
+            );
+            let found = match claim {
                 Ok(rows) => {
                     self.health.claim_succeeded();
-                    let found = !rows.is_empty();
-                    if !rows.is_empty() {
-                        let outcome = forward::forward_batch(
-                            self.store.as_ref(),
-                            &self.topics,
-                            self.options.max_attempts,
-                            rows,
-                            &self.metrics,
-                        )
-                        .await;
-                        tracing::debug!(?outcome, "relay batch done");
-                    }
-                    found
+                    claimed = rows;
+                    !claimed.is_empty()
                 }
                 Err(error) => {
                     tracing::warn!(%error, "claiming inbox rows failed");
@@ -104,7 +102,12 @@ impl Relay {
                     false
                 }
             };
-            if found {
+            // Claim again at once whenever the claim found rows, full batch or not: a claim comes
+            // back short when few aggregates are ready (the others have a row in flight), however
+            // many rows wait behind them. A claim that ran beside a forward could not take the next
+            // rows of that batch's aggregates, so it is tried again at once too. Only a claim that
+            // found nothing with nothing in flight waits for the poll interval.
+            if found || forwarding {
                 continue;
             }
             tokio::select! {
@@ -112,8 +115,26 @@ impl Relay {
                 _ = stop.stopped() => break,
             }
         }
+        // A batch claimed just before the stop is forwarded rather than left to the reclaim.
+        self.forward(claimed).await;
         self.health.stopped();
         tracing::info!("inbox relay stopped");
+    }
+
+    /// Forwards one claimed batch (nothing when it is empty).
+    async fn forward(&self, rows: Vec<RelayRow>) {
+        if rows.is_empty() {
+            return;
+        }
+        let outcome = forward::forward_batch(
+            self.store.as_ref(),
+            &self.topics,
+            self.options.max_attempts,
+            rows,
+            &self.metrics,
+        )
+        .await;
+        tracing::debug!(?outcome, "relay batch done");
     }
 
     async fn reclaim(&self) {

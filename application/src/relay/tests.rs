@@ -11,6 +11,7 @@ use queuebox_domain::template::Template;
 use queuebox_ports::inbox::{ForwardedRow, RelayRow};
 use queuebox_ports::outbox::StoreError;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 use uuid::Uuid;
 
@@ -100,6 +101,39 @@ fn store_with(
         .expect_oldest_pending_age()
         .returning(|| Ok(Duration::from_secs(3)));
     store
+}
+
+/// A store whose n-th claim (counting from 0 in `claims`) returns `batch(n, limit)`, and whose forwards
+/// all apply.
+fn scripted_store(
+    claims: Arc<AtomicUsize>,
+    batch: impl Fn(usize, u32) -> Vec<RelayRow> + Send + Sync + 'static,
+) -> MockStore {
+    let mut store = MockStore::new();
+    store
+        .expect_claim()
+        .returning(move |limit, _| Ok(batch(claims.fetch_add(1, Ordering::SeqCst), limit)));
+    store
+        .expect_forward()
+        .returning(|rows| Ok(vec![true; rows.len()]));
+    store.expect_reclaim_expired().returning(|| Ok(0));
+    store
+        .expect_oldest_pending_age()
+        .returning(|| Ok(Duration::ZERO));
+    store
+}
+
+/// Runs a relay over `store` until it made `count` claims, with a poll interval longer than
+/// `run_until`'s deadline: any wait for the poll interval fails the test.
+async fn run_until_claims_without_a_poll_wait(
+    store: MockStore,
+    claims: &AtomicUsize,
+    count: usize,
+) {
+    let mut options = options();
+    options.poll_interval = Duration::from_secs(60);
+    let relay = Relay::new(Arc::new(store), topics(), options);
+    run_until(relay, || claims.load(Ordering::SeqCst) >= count).await;
 }
 
 /// A relay whose metrics record into a recorder of the test's own.
@@ -317,26 +351,15 @@ async fn a_failing_claim_counts_an_error_and_turns_the_health_down_then_stopped(
 
 #[tokio::test]
 async fn a_full_batch_is_followed_by_a_claim_at_once() {
-    use std::sync::atomic::{AtomicUsize, Ordering};
     let claims = Arc::new(AtomicUsize::new(0));
-    let counted = Arc::clone(&claims);
-    let mut store = MockStore::new();
-    store.expect_claim().returning(move |limit, _| {
-        // Three full batches, then empty ones.
-        let n = counted.fetch_add(1, Ordering::SeqCst);
-        Ok(if n < 3 {
+    // Three full batches, then empty ones.
+    let store = scripted_store(Arc::clone(&claims), |n, limit| {
+        if n < 3 {
             (0..limit).map(|_| row("stripe", Some("a"))).collect()
         } else {
             Vec::new()
-        })
+        }
     });
-    store
-        .expect_forward()
-        .returning(|rows| Ok(vec![true; rows.len()]));
-    store.expect_reclaim_expired().returning(|| Ok(0));
-    store
-        .expect_oldest_pending_age()
-        .returning(|| Ok(Duration::ZERO));
     let mut options = options();
     options.poll_interval = Duration::from_secs(60);
     let relay = Relay::new(Arc::new(store), topics(), options);
@@ -348,34 +371,86 @@ async fn a_full_batch_is_followed_by_a_claim_at_once() {
 
 #[tokio::test]
 async fn a_claim_that_returned_rows_is_followed_by_another_at_once_even_when_not_full() {
-    // Rows of one aggregate in a burst fill the claim's window with few heads, so claims come back
-    // short of a batch while thousands of rows wait: the relay must claim again at once, and wait
-    // the poll interval only after a claim that found nothing.
-    use std::sync::atomic::{AtomicUsize, Ordering};
+    // Claims come back short of a batch while thousands of rows wait when few aggregates are ready:
+    // the relay must claim again at once, and wait the poll interval only after a claim that found
+    // nothing.
     let claims = Arc::new(AtomicUsize::new(0));
-    let counted = Arc::clone(&claims);
+    // Three short batches of one row, then empty ones.
+    let store = scripted_store(Arc::clone(&claims), |n, _| {
+        if n < 3 {
+            vec![row("stripe", Some("a"))]
+        } else {
+            Vec::new()
+        }
+    });
+    run_until_claims_without_a_poll_wait(store, &claims, 4).await;
+}
+
+#[tokio::test]
+async fn the_next_claim_is_sent_before_the_forward_of_the_last_batch_returns() {
+    // The two run side by side: the second claim is issued while the first batch is being
+    // forwarded, not after its forward answered.
+    let calls = Arc::new(Mutex::new(Vec::<String>::new()));
     let mut store = MockStore::new();
+    let claims = Arc::clone(&calls);
     store.expect_claim().returning(move |_, _| {
-        // Three short batches of one row, then empty ones.
-        let n = counted.fetch_add(1, Ordering::SeqCst);
-        Ok(if n < 3 {
+        let mut calls = claims.lock().expect("lock");
+        let n = calls.iter().filter(|c| c.starts_with("claim")).count();
+        calls.push(format!("claim {}", n + 1));
+        Ok(if n < 2 {
             vec![row("stripe", Some("a"))]
         } else {
             Vec::new()
         })
     });
-    store
-        .expect_forward()
-        .returning(|rows| Ok(vec![true; rows.len()]));
+    let forwards = Arc::clone(&calls);
+    store.expect_forward().returning(move |rows| {
+        let mut calls = forwards.lock().expect("lock");
+        let n = calls.iter().filter(|c| c.starts_with("forward")).count();
+        calls.push(format!("forward {}", n + 1));
+        Ok(vec![true; rows.len()])
+    });
     store.expect_reclaim_expired().returning(|| Ok(0));
     store
         .expect_oldest_pending_age()
         .returning(|| Ok(Duration::ZERO));
-    let mut options = options();
-    // Longer than run_until's deadline: a wait after any of the short claims fails the test.
-    options.poll_interval = Duration::from_secs(60);
-    let relay = Relay::new(Arc::new(store), topics(), options);
-    run_until(relay, || claims.load(Ordering::SeqCst) >= 4).await;
+    let relay = Relay::new(Arc::new(store), topics(), options());
+    let seen = Arc::clone(&calls);
+    run_until(relay, move || {
+        seen.lock().expect("lock").iter().any(|c| c == "forward 2")
+    })
+    .await;
+    let calls = calls.lock().expect("lock").clone();
+    let position = |name: &str| {
+        calls
+            .iter()
+            .position(|c| c == name)
+            .unwrap_or_else(|| panic!("no {name}: {calls:?}"))
+    };
+    assert!(
+        position("claim 2") < position("forward 1"),
+        "the second claim waited for the first forward: {calls:?}"
+    );
+    assert!(
+        position("claim 3") < position("forward 2"),
+        "the third claim waited for the second forward: {calls:?}"
+    );
+}
+
+#[tokio::test]
+async fn an_empty_claim_beside_a_forward_is_tried_again_at_once() {
+    // Few aggregates: every claim that runs beside a forward finds their next rows still blocked and
+    // comes back empty. That must not cost a poll interval: the next claim runs at once.
+    let claims = Arc::new(AtomicUsize::new(0));
+    // Rows on the 1st, 3rd and 5th claim; the ones in between ran beside a forward.
+    let store = scripted_store(Arc::clone(&claims), |n, _| {
+        if n % 2 == 0 && n < 6 {
+            vec![row("stripe", Some("a"))]
+        } else {
+            Vec::new()
+        }
+    });
+    run_until_claims_without_a_poll_wait(store, &claims, 6).await;
 }
 
 #[tokio::test]

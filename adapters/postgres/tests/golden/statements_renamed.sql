@@ -207,41 +207,31 @@ SELECT "topic" AS topic,
 -- relay_lock
 SELECT pg_advisory_xact_lock(hashtext($1));
 
--- relay_claim
-WITH candidates AS (
-    SELECT i."id" AS id,
-           NULLIF(i."aggregate_id", '') AS aggregate_id,
-           i."created_at" AS created_at
-      FROM "qb_inbox" i
-     WHERE i."state" = 'pending'
-       AND i."consumption" = 'push'
-       AND (NULLIF(i."aggregate_id", '') IS NULL
-            OR i."aggregate_id" NOT IN (
-                SELECT p."aggregate_id"
-                  FROM "qb_inbox" p
-                 WHERE p."state" = 'processing'
-                   AND p."consumption" = 'push'
-                   AND p."aggregate_id" IS NOT NULL))
-     ORDER BY i."created_at", i."id"
-     LIMIT $3
-),
-heads AS (
-    SELECT c.id, c.created_at,
-           row_number() OVER (PARTITION BY c.aggregate_id ORDER BY c.created_at, c.id) AS position,
-           c.aggregate_id
-      FROM candidates c
-),
-ready AS (
-    SELECT h.id
-      FROM heads h
-     WHERE h.aggregate_id IS NULL OR h.position = 1
-     ORDER BY h.created_at, h.id
-     LIMIT $1
+-- relay_claim_keyed
+WITH RECURSIVE walk AS (
+    SELECT $1::text AS k, NULL::uuid AS id, 0 AS n, 0 AS free, 0 AS ready
+  UNION ALL
+    SELECT nxt.k, nxt.id, w.n + 1, nxt.free, w.ready + nxt.free
+      FROM walk w
+     CROSS JOIN LATERAL (
+        SELECT NULLIF(i."aggregate_id", '') AS k, i."id" AS id,
+               CASE WHEN EXISTS (
+                   SELECT 1
+                     FROM "qb_inbox" p
+                    WHERE p."aggregate_id" = i."aggregate_id"
+                      AND p."state" = 'processing'
+                      AND p."consumption" = 'push') THEN 0 ELSE 1 END AS free
+          FROM "qb_inbox" i
+         WHERE i."state" = 'pending' AND i."consumption" = 'push'
+           AND NULLIF(i."aggregate_id", '') > w.k
+         ORDER BY NULLIF(i."aggregate_id", ''), i."created_at", i."id"
+         LIMIT 1) nxt
+     WHERE w.ready < $2 AND w.n < $4
 ),
 locked AS (
     SELECT i."id" AS id
       FROM "qb_inbox" i
-     WHERE i."id" IN (SELECT id FROM ready)
+     WHERE i."id" IN (SELECT id FROM walk WHERE free = 1)
        AND i."state" = 'pending'
        AND i."consumption" = 'push'
      FOR UPDATE SKIP LOCKED
@@ -251,19 +241,44 @@ claimed AS (
        SET "state" = 'processing',
            "claim_token" = gen_random_uuid(),
            "claimed_at" = now(),
-           "lease_expires_at" = now() + $2 * interval '1 millisecond'
+           "lease_expires_at" = now() + $3 * interval '1 millisecond'
       FROM locked
      WHERE t."id" = locked.id
  RETURNING t."id" AS id, t."claim_token" AS claim_token, t."source" AS source,
            t."dedup_key" AS idempotency_key, t."aggregate_id" AS aggregate_id,
            t."event_type" AS event_type, t."payload"::text AS payload,
-           t."headers"::text AS headers, t."correlation_id" AS correlation_id,
-           t."created_at" AS created_at
+           t."headers"::text AS headers, t."correlation_id" AS correlation_id
+),
+walk_end AS (
+    SELECT k AS last_key, n AS walked, ready FROM walk ORDER BY n DESC LIMIT 1
 )
-SELECT id, claim_token, source, idempotency_key, aggregate_id, event_type, payload, headers,
-       correlation_id
-  FROM claimed
- ORDER BY created_at, id;
+SELECT e.last_key, COALESCE(e.walked, 0) AS walked, COALESCE(e.ready, 0) AS ready, c.*
+  FROM (SELECT 1) AS one
+  LEFT JOIN walk_end e ON true
+  LEFT JOIN claimed c ON true;
+
+-- relay_claim_unkeyed
+WITH locked AS (
+    SELECT i."id" AS id
+      FROM "qb_inbox" i
+     WHERE i."state" = 'pending'
+       AND i."consumption" = 'push'
+       AND NULLIF(i."aggregate_id", '') IS NULL
+     ORDER BY NULLIF(i."aggregate_id", ''), i."created_at", i."id"
+     LIMIT $1
+     FOR UPDATE SKIP LOCKED
+)
+UPDATE "qb_inbox" t
+   SET "state" = 'processing',
+       "claim_token" = gen_random_uuid(),
+       "claimed_at" = now(),
+       "lease_expires_at" = now() + $2 * interval '1 millisecond'
+  FROM locked
+ WHERE t."id" = locked.id
+RETURNING t."id" AS id, t."claim_token" AS claim_token, t."source" AS source,
+          t."dedup_key" AS idempotency_key, t."aggregate_id" AS aggregate_id,
+          t."event_type" AS event_type, t."payload"::text AS payload,
+          t."headers"::text AS headers, t."correlation_id" AS correlation_id;
 
 -- relay_forward
 WITH input AS (
