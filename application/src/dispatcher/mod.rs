@@ -39,7 +39,7 @@ use tokio::sync::{Notify, Semaphore, mpsc};
 use tokio::task::JoinSet;
 
 /// How many batches of claimed rows the dispatcher holds at most (claimed, not yet finished).
-const HELD_BATCHES: usize = 2;
+const HELD_BATCHES: usize = 4;
 
 /// One replica's outbox dispatcher.
 pub struct Dispatcher {
@@ -135,7 +135,7 @@ impl Dispatcher {
         let mut cursor = String::new();
         let mut idle_wait = IdleWait::new(self.options.poll_interval);
         while !stop.is_stopping() {
-            // Up to two batches are held at once, so the next claim overlaps the publishing and the
+            // Up to four batches are held at once, so the next claim overlaps the publishing and the
             // finish of the previous one instead of waiting for both. Each claim still takes at
             // most one batch.
             let room = (batch * HELD_BATCHES).saturating_sub(held.len()).min(batch);
