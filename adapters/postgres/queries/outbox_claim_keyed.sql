@@ -15,7 +15,7 @@
 -- Returns one row per claimed row, plus always one row carrying the walk's end (last_key, walked,
 -- ready); the claim columns are NULL on that row when nothing was claimed.
 WITH RECURSIVE walk AS (
-    (SELECT o.{outbox.key} AS k, o.{outbox.id} AS id, o.{outbox.state} AS st,
+    (SELECT o.{outbox.key} AS k, o.{outbox.id} AS id, o.ctid AS tid, o.{outbox.state} AS st,
             o.{outbox.scheduledAt} AS due, 1 AS n,
             CASE WHEN o.{outbox.state} = 'pending' AND o.{outbox.scheduledAt} <= now() THEN 1 ELSE 0 END AS ready
        FROM {outbox} o
@@ -23,23 +23,29 @@ WITH RECURSIVE walk AS (
       ORDER BY o.{outbox.key}, o.{outbox.sequence}
       LIMIT 1)
   UNION ALL
-    SELECT nxt.k, nxt.id, nxt.st, nxt.due, w.n + 1,
+    SELECT nxt.k, nxt.id, nxt.tid, nxt.st, nxt.due, w.n + 1,
            w.ready + CASE WHEN nxt.st = 'pending' AND nxt.due <= now() THEN 1 ELSE 0 END
       FROM walk w
      CROSS JOIN LATERAL (
-        SELECT o.{outbox.key} AS k, o.{outbox.id} AS id, o.{outbox.state} AS st, o.{outbox.scheduledAt} AS due
+        SELECT o.{outbox.key} AS k, o.{outbox.id} AS id, o.ctid AS tid, o.{outbox.state} AS st,
+               o.{outbox.scheduledAt} AS due
           FROM {outbox} o
          WHERE o.{outbox.state} IN ('pending', 'processing') AND o.{outbox.key} > w.k
          ORDER BY o.{outbox.key}, o.{outbox.sequence}
          LIMIT 1) nxt
      WHERE w.ready < $2 AND w.n < $4
 ),
+-- The heads are locked through the address the walk read them at (ctid) rather than a second probe of
+-- the primary key. A head updated since the walk read it has a new address: locking follows the
+-- update, re-checks these conditions on the new version, finds its ctid no longer matches and skips
+-- it, exactly as it skips a head another replica holds locked.
 locked AS (
     SELECT o.{outbox.id} AS id, o.ctid AS tid
-      FROM {outbox} o
-     WHERE o.{outbox.id} IN (SELECT id FROM walk WHERE st = 'pending' AND due <= now())
+      FROM walk w
+      JOIN {outbox} o ON o.ctid = w.tid AND o.{outbox.id} = w.id
+     WHERE w.st = 'pending' AND w.due <= now()
        AND o.{outbox.state} = 'pending' AND o.{outbox.scheduledAt} <= now()
-     FOR UPDATE SKIP LOCKED
+     FOR UPDATE OF o SKIP LOCKED
 ),
 -- The update reaches each locked row by its physical address (ctid), which cannot change while this
 -- statement holds the row's lock: a primary-key probe per row saved. The id check keeps the match

@@ -44,7 +44,7 @@ RETURNING "id";
 
 -- outbox_claim_keyed
 WITH RECURSIVE walk AS (
-    (SELECT o."key" AS k, o."id" AS id, o."state" AS st,
+    (SELECT o."key" AS k, o."id" AS id, o.ctid AS tid, o."state" AS st,
             o."scheduled_at" AS due, 1 AS n,
             CASE WHEN o."state" = 'pending' AND o."scheduled_at" <= now() THEN 1 ELSE 0 END AS ready
        FROM "qb_outbox" o
@@ -52,11 +52,12 @@ WITH RECURSIVE walk AS (
       ORDER BY o."key", o."sequence"
       LIMIT 1)
   UNION ALL
-    SELECT nxt.k, nxt.id, nxt.st, nxt.due, w.n + 1,
+    SELECT nxt.k, nxt.id, nxt.tid, nxt.st, nxt.due, w.n + 1,
            w.ready + CASE WHEN nxt.st = 'pending' AND nxt.due <= now() THEN 1 ELSE 0 END
       FROM walk w
      CROSS JOIN LATERAL (
-        SELECT o."key" AS k, o."id" AS id, o."state" AS st, o."scheduled_at" AS due
+        SELECT o."key" AS k, o."id" AS id, o.ctid AS tid, o."state" AS st,
+               o."scheduled_at" AS due
           FROM "qb_outbox" o
          WHERE o."state" IN ('pending', 'processing') AND o."key" > w.k
          ORDER BY o."key", o."sequence"
@@ -65,10 +66,11 @@ WITH RECURSIVE walk AS (
 ),
 locked AS (
     SELECT o."id" AS id, o.ctid AS tid
-      FROM "qb_outbox" o
-     WHERE o."id" IN (SELECT id FROM walk WHERE st = 'pending' AND due <= now())
+      FROM walk w
+      JOIN "qb_outbox" o ON o.ctid = w.tid AND o."id" = w.id
+     WHERE w.st = 'pending' AND w.due <= now()
        AND o."state" = 'pending' AND o."scheduled_at" <= now()
-     FOR UPDATE SKIP LOCKED
+     FOR UPDATE OF o SKIP LOCKED
 ),
 claimed AS (
     UPDATE "qb_outbox" t
