@@ -44,13 +44,16 @@ WITH RECURSIVE walk AS (
      WHERE w.ready < $2 AND w.n < $4
 ),
 locked AS (
-    SELECT i.{inbox.id} AS id
+    SELECT i.{inbox.id} AS id, i.ctid AS tid
       FROM {inbox} i
      WHERE i.{inbox.id} IN (SELECT id FROM walk WHERE free = 1)
        AND i.{inbox.state} = 'pending'
        AND i.{inbox.consumption} = 'push'
      FOR UPDATE SKIP LOCKED
 ),
+-- The update reaches each locked row by its physical address (ctid), which cannot change while this
+-- statement holds the row's lock: a primary-key probe per row saved. The id check keeps the match
+-- exact where a ctid repeats (the partitions of a partitioned table).
 claimed AS (
     UPDATE {inbox} t
        SET {inbox.state} = 'processing',
@@ -58,7 +61,7 @@ claimed AS (
            {inbox.claimedAt} = now(),
            {inbox.leaseExpiresAt} = now() + $3 * interval '1 millisecond'
       FROM locked
-     WHERE t.{inbox.id} = locked.id
+     WHERE t.ctid = locked.tid AND t.{inbox.id} = locked.id
  RETURNING t.{inbox.id} AS id, t.{inbox.claimToken} AS claim_token, t.{inbox.source} AS source,
            t.{inbox.idempotencyKey} AS idempotency_key, t.{inbox.aggregateId} AS aggregate_id,
            t.{inbox.eventType} AS event_type, t.{inbox.payload}::text AS payload,

@@ -1,7 +1,13 @@
--- Serialises the relay claim across every replica for the rest of the claim transaction.
+-- Serialises the relay claim across every replica for the rest of the claim transaction, and lets
+-- the claim's commit return without waiting for its WAL flush.
 --
 -- Keyed on the inbox table name ($1, the configured name as text). Without this lock two replicas
 -- can each see no processing row of an aggregate and each claim one of its rows. It runs as its own
 -- statement before the claim: under READ COMMITTED the claim then takes its snapshot after the lock
 -- is granted, so it sees the claims the previous holder committed. Released at commit.
-SELECT pg_advisory_xact_lock(hashtext($1))
+-- Why the claim may commit asynchronously (set_config(..., true) is SET LOCAL: this transaction
+-- only): a claim only moves rows from pending to processing. If the server crashes before the claim
+-- reaches the disk, those rows are pending again after recovery, as if the claim never ran, and
+-- nothing was forwarded from them: the forward is a later transaction with an ordinary commit, and
+-- its flush carries every earlier WAL record, the claim's included. A batch saves one WAL flush.
+SELECT pg_advisory_xact_lock(hashtext($1)), set_config('synchronous_commit', 'off', true)

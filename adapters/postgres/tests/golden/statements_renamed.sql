@@ -207,7 +207,7 @@ SELECT "topic" AS topic,
  GROUP BY "topic";
 
 -- relay_lock
-SELECT pg_advisory_xact_lock(hashtext($1));
+SELECT pg_advisory_xact_lock(hashtext($1)), set_config('synchronous_commit', 'off', true);
 
 -- relay_claim_keyed
 WITH RECURSIVE walk AS (
@@ -231,7 +231,7 @@ WITH RECURSIVE walk AS (
      WHERE w.ready < $2 AND w.n < $4
 ),
 locked AS (
-    SELECT i."id" AS id
+    SELECT i."id" AS id, i.ctid AS tid
       FROM "qb_inbox" i
      WHERE i."id" IN (SELECT id FROM walk WHERE free = 1)
        AND i."state" = 'pending'
@@ -245,7 +245,7 @@ claimed AS (
            "claimed_at" = now(),
            "lease_expires_at" = now() + $3 * interval '1 millisecond'
       FROM locked
-     WHERE t."id" = locked.id
+     WHERE t.ctid = locked.tid AND t."id" = locked.id
  RETURNING t."id" AS id, t."claim_token" AS claim_token, t."source" AS source,
            t."dedup_key" AS idempotency_key, t."aggregate_id" AS aggregate_id,
            t."event_type" AS event_type, t."payload"::text AS payload,
@@ -261,7 +261,7 @@ SELECT e.last_key, COALESCE(e.walked, 0) AS walked, COALESCE(e.ready, 0) AS read
 
 -- relay_claim_unkeyed
 WITH locked AS (
-    SELECT i."id" AS id
+    SELECT i."id" AS id, i.ctid AS tid
       FROM "qb_inbox" i
      WHERE i."state" = 'pending'
        AND i."consumption" = 'push'
@@ -276,7 +276,7 @@ UPDATE "qb_inbox" t
        "claimed_at" = now(),
        "lease_expires_at" = now() + $2 * interval '1 millisecond'
   FROM locked
- WHERE t."id" = locked.id
+ WHERE t.ctid = locked.tid AND t."id" = locked.id
 RETURNING t."id" AS id, t."claim_token" AS claim_token, t."source" AS source,
           t."dedup_key" AS idempotency_key, t."aggregate_id" AS aggregate_id,
           t."event_type" AS event_type, t."payload"::text AS payload,
