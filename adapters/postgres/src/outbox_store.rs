@@ -4,7 +4,7 @@
 use crate::pool::Pool;
 use crate::statements::Statements;
 use crate::store_support::{
-    applied_positions, header_pairs, millis, next_walk_cursor, pool_error, storable_text,
+    applied_positions, decode_walk_claim, header_pairs, millis, pool_error, storable_text,
     store_error,
 };
 use async_trait::async_trait;
@@ -69,15 +69,7 @@ impl PgOutboxStore {
             .fetch_all(&mut *connection)
             .await
             .map_err(|e| store_error("claim", e))?;
-        let mut next_cursor = String::new();
-        for row in &result {
-            next_cursor = next_walk_cursor(row, limit, SCAN_BOUND, "claim")?;
-            let id: Option<Uuid> = row.try_get("id").map_err(|e| store_error("claim", e))?;
-            if id.is_some() {
-                rows.push(claimed_row(row)?);
-            }
-        }
-        Ok(next_cursor)
+        decode_walk_claim(&result, limit, SCAN_BOUND, "claim", claimed_row, rows)
     }
 
     async fn claim_released(

@@ -95,6 +95,27 @@ pub(crate) fn next_walk_cursor(
     })
 }
 
+/// Decodes the answer of a key-walk claim: every row reports the walk's end, and the rows that carry an
+/// `id` are the claimed rows, pushed onto `rows` with `decode`. Returns where the next walk starts.
+pub(crate) fn decode_walk_claim<T>(
+    result: &[PgRow],
+    limit: u32,
+    bound: i32,
+    operation: &'static str,
+    decode: impl Fn(&PgRow) -> Result<T, StoreError>,
+    rows: &mut Vec<T>,
+) -> Result<String, StoreError> {
+    let mut next_cursor = String::new();
+    for row in result {
+        next_cursor = next_walk_cursor(row, limit, bound, operation)?;
+        let id: Option<uuid::Uuid> = row.try_get("id").map_err(|e| store_error(operation, e))?;
+        if id.is_some() {
+            rows.push(decode(row)?);
+        }
+    }
+    Ok(next_cursor)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
