@@ -195,8 +195,14 @@ async fn three_dispatchers_keep_per_key_order_through_random_failures() {
         );
     }
     eprintln!("duplicates seen by the receiver: {duplicates}; claims lost in total: {claims_lost}");
-    // Each duplicate comes from a lost claim, and QueueBox counts every lost claim.
-    assert_eq!(f64::from(duplicates), claims_lost);
+    // Each duplicate comes from a lost claim, and QueueBox counts every lost claim. A lost claim need
+    // not make a duplicate (the lost write can be the retry of a failed request, which the receiver
+    // never counted as a success), so the count may exceed the duplicates; one CI run saw 1 lost
+    // claim and 0 duplicates.
+    assert!(
+        f64::from(duplicates) <= claims_lost,
+        "{duplicates} duplicates but only {claims_lost} lost claims counted"
+    );
     assert_eq!(sent, ROWS as f64, "sent counters of the three dispatchers");
     assert_eq!(failed, failed_requests, "every failed request was retried");
     assert_eq!(
