@@ -59,3 +59,21 @@ pub fn sample(scrape: &str, series: &str) -> f64 {
         .find_map(|value| value.trim().parse().ok())
         .unwrap_or(0.0)
 }
+
+/// The log text without terminal colour sequences (`ESC [ ... m`).
+pub fn without_colours(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            for next in chars.by_ref() {
+                if next == 'm' {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}

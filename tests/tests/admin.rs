@@ -12,7 +12,7 @@ use hmac::{Hmac, KeyInit, Mac};
 use queuebox_tests::database::TestDatabase;
 use queuebox_tests::process::{Launch, QueueBox};
 use queuebox_tests::receiver::{Policy, Receiver};
-use queuebox_tests::{free_port, wait_until};
+use queuebox_tests::{free_port, wait_until, without_colours};
 use serde_json::{Value, json};
 use sha2::Sha256;
 use sqlx::{PgPool, Row};
@@ -509,24 +509,6 @@ async fn replay_answers_every_row_of_its_status_table() {
         .unwrap_or_else(|| panic!("no replay line with its count:\n{log}"));
     assert!(line.contains(&dead.to_string()), "the filter is in {line}");
     admin.stop().await;
-}
-
-/// The log text without terminal colour sequences (`ESC [ ... m`).
-fn without_colours(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut chars = text.chars();
-    while let Some(c) = chars.next() {
-        if c == '\u{1b}' {
-            for next in chars.by_ref() {
-                if next == 'm' {
-                    break;
-                }
-            }
-        } else {
-            out.push(c);
-        }
-    }
-    out
 }
 
 /// Sends `body` with chunked transfer encoding (no `Content-Length`) and returns the raw answer.

@@ -7,6 +7,7 @@ use queuebox_tests::process::{Launch, QueueBox};
 use queuebox_tests::receiver::{Policy, Receiver, Recorded};
 use queuebox_tests::sample;
 use queuebox_tests::wait_until;
+use queuebox_tests::without_colours;
 use sqlx::PgPool;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::{Duration, Instant};
@@ -75,6 +76,48 @@ fn message_id(request: &Recorded) -> String {
         .to_owned()
 }
 
+/// The text of a log line mentioning a lost claim (the finisher's fence, the renewal, the drop of an
+/// unstarted row all say "claim lost").
+const LOST_CLAIM: &str = "claim lost";
+
+/// Prints, for every process, its lost-claim log lines and then every line of any process naming one
+/// of those rows (its retries, its other claims), so a run that loses a claim shows why.
+fn print_lost_claims(processes: &[(u16, QueueBox)]) {
+    let logs: Vec<String> = processes
+        .iter()
+        .map(|(_, qb)| without_colours(&qb.log()))
+        .collect();
+    let mut rows = Vec::new();
+    for (index, log) in logs.iter().enumerate() {
+        let lost: Vec<&str> = log.lines().filter(|l| l.contains(LOST_CLAIM)).collect();
+        eprintln!("dispatcher {index}: {} lost-claim log lines", lost.len());
+        for line in lost {
+            eprintln!("  {line}");
+            rows.extend(log_field(line, "id="));
+        }
+    }
+    rows.sort();
+    rows.dedup();
+    for row in rows {
+        eprintln!("history of row {row}:");
+        for (index, log) in logs.iter().enumerate() {
+            for line in log.lines().filter(|l| l.contains(&row)) {
+                eprintln!("  dispatcher {index}: {line}");
+            }
+        }
+    }
+}
+
+/// The value after `name` in a text log line without colours.
+fn log_field(line: &str, name: &str) -> Option<String> {
+    let start = line.find(&format!(" {name}"))? + name.len() + 1;
+    let value: String = line[start..]
+        .chars()
+        .take_while(|c| !c.is_whitespace())
+        .collect();
+    (!value.is_empty()).then_some(value)
+}
+
 const KEYS: i64 = 1_000;
 const ROWS_PER_KEY: i64 = 20;
 const ROWS: i64 = KEYS * ROWS_PER_KEY;
@@ -85,8 +128,9 @@ async fn three_dispatchers_keep_per_key_order_through_random_failures() {
     let db = TestDatabase::create().await;
     // 10 % of the requests fail, from a fixed seed, so a failing run can be repeated.
     let receiver = Receiver::start(Policy::random_failures(0.10, 20_261_130)).await;
-    // A 30 s lease outlives every publish here, so no claim should be lost and no row delivered
-    // twice; the retry base of 10 ms keeps the backoff of a failed row short.
+    // A 30 s lease outlives every publish here, so no claim may be lost and no row delivered twice;
+    // the retry base of 10 ms keeps the backoff of a failed row short (and a failed row is often
+    // claimed again by the same dispatcher while a renewal still names its previous claim).
     let outbox = "  pollIntervalMs: 50\n  batchSize: 100\n  concurrency: 8\n  retryBaseDelayMs: 10\n  claimTimeoutMs: 30000\n";
 
     // Schema first, rows second, dispatchers last: all three start on the same full table.
@@ -195,14 +239,14 @@ async fn three_dispatchers_keep_per_key_order_through_random_failures() {
         );
     }
     eprintln!("duplicates seen by the receiver: {duplicates}; claims lost in total: {claims_lost}");
-    // Each duplicate comes from a lost claim, and QueueBox counts every lost claim. A lost claim need
-    // not make a duplicate (the lost write can be the retry of a failed request, which the receiver
-    // never counted as a success), so the count may exceed the duplicates; one CI run saw 1 lost
-    // claim and 0 duplicates.
-    assert!(
-        f64::from(duplicates) <= claims_lost,
-        "{duplicates} duplicates but only {claims_lost} lost claims counted"
-    );
+    print_lost_claims(&processes);
+    // Nothing here can legitimately lose a claim: a claim is lost only once its lease passes, and
+    // every publish is answered at once while the lease is 30 s, renewed every 10 s. The one CI run
+    // that counted a lost claim (and no duplicate) hit a bug: a renewal's late refusal of a failed
+    // row's finished claim marked the row's next claim, taken meanwhile by the same dispatcher,
+    // lost. The lines printed above name the row and both tokens should that ever come back.
+    assert_eq!(claims_lost, 0.0, "claims lost (see the log lines above)");
+    assert_eq!(duplicates, 0, "duplicate deliveries at the receiver");
     assert_eq!(sent, ROWS as f64, "sent counters of the three dispatchers");
     assert_eq!(failed, failed_requests, "every failed request was retried");
     assert_eq!(

@@ -93,10 +93,11 @@ fn count(write: &FencedFinish, changed: bool, metrics: &OutboxMetrics) {
         match write.finish {
             Finish::Sent => tracing::error!(
                 id = %write.id,
+                claim_token = %write.claim_token,
                 "claim lost before the row was marked sent: the destination has it and the new owner will send it again"
             ),
             _ => {
-                tracing::warn!(id = %write.id, "claim lost before the row's retry or dead write; the new owner has it")
+                tracing::warn!(id = %write.id, claim_token = %write.claim_token, "claim lost before the row's retry or dead write; the new owner has it")
             }
         }
         return;

@@ -1,7 +1,7 @@
 //! The dispatcher's timed duties: lease renewal, the reclaim of expired claims, and the pending
 //! gauges. One task runs all three so they never overlap one another.
 
-use super::held::Held;
+use super::held::{Held, Refusal};
 use super::routes::RouteTable;
 use crate::telemetry::OutboxMetrics;
 use queuebox_ports::outbox::OutboxStore;
@@ -64,17 +64,30 @@ impl Maintenance {
         }
     }
 
-    async fn renew(&self) {
+    pub(super) async fn renew(&self) {
         let live = self.held.live();
         if live.is_empty() {
             return;
         }
         match self.store.renew(&live, self.lease).await {
             Ok(renewed) => {
-                for ((id, _), kept) in live.iter().zip(renewed) {
-                    if !kept {
-                        tracing::warn!(%id, "lease renewal found the claim lost; dropping the row's work");
-                        self.held.mark_lost(id);
+                for ((id, token), kept) in live.iter().zip(renewed) {
+                    if kept {
+                        continue;
+                    }
+                    // Most refusals are claims finished while the renewal ran: not lost.
+                    match self.held.refused(id, token) {
+                        Refusal::Lost => tracing::warn!(
+                            %id,
+                            claim_token = %token,
+                            "lease renewal found the claim lost; the row's work is dropped if it has not started"
+                        ),
+                        Refusal::Finishing => tracing::debug!(
+                            %id,
+                            claim_token = %token,
+                            "lease renewal refused a claim whose finish is under way; its fence decides"
+                        ),
+                        Refusal::Ended => {}
                     }
                 }
             }

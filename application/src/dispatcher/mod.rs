@@ -205,14 +205,14 @@ impl Dispatcher {
         }
         for row in unstarted {
             let held = Arc::clone(&shared.held);
-            let id = row.id;
+            let (id, token) = (row.id, row.claim_token);
             let release = Pending {
                 write: FencedFinish {
                     id: row.id,
                     claim_token: row.claim_token,
                     finish: Finish::Release,
                 },
-                on_written: Box::new(move || held.remove(&id)),
+                on_written: Box::new(move || held.remove(&id, &token)),
             };
             let _ = shared.finishes.send(release);
         }
@@ -283,10 +283,15 @@ async fn start_publishes(
 /// Routes, publishes and decides the end of one row, then hands the fenced write to the finisher.
 async fn deliver(row: ClaimedRow, shared: &Shared) {
     let started = Instant::now();
-    if shared.held.is_lost(&row.id) {
-        // A renewal already found the claim gone: another replica owns the row now.
+    if shared.held.is_lost(&row.id, &row.claim_token) {
+        // A renewal already found the claim gone: the lease passed and the row is someone else's.
         shared.metrics.claims_lost.increment(1);
-        shared.held.remove(&row.id);
+        tracing::warn!(
+            id = %row.id,
+            claim_token = %row.claim_token,
+            "claim lost before the row was published (a lease renewal found it gone); the new owner has it"
+        );
+        shared.held.remove(&row.id, &row.claim_token);
         return;
     }
     let outcome = match shared.routes.resolve_route(&row.topic) {
@@ -296,7 +301,7 @@ async fn deliver(row: ClaimedRow, shared: &Shared) {
     let finish = decide::finish_for(&row, outcome, &shared.options);
     shared.metrics.processing.record(started.elapsed());
     let held = Arc::clone(&shared.held);
-    let id = row.id;
+    let (id, token) = (row.id, row.claim_token);
     // A sent or dead head frees its key (a retry keeps holding it back): once written, the next
     // claim asks for the key's next row directly.
     let frees_key = matches!(finish, Finish::Sent | Finish::Dead { .. });
@@ -309,12 +314,15 @@ async fn deliver(row: ClaimedRow, shared: &Shared) {
             finish,
         },
         on_written: Box::new(move || {
-            held.remove(&id);
+            held.remove(&id, &token);
             if let Some(key) = freed {
                 released.push(key);
             }
         }),
     };
+    // From here the finish's fence tells whether the claim held; a renewal that refuses the claim
+    // meanwhile (usually because this very write has just ended it) drops nothing.
+    shared.held.finishing(&id, &token);
     if shared.finishes.send(pending).is_err() {
         tracing::error!(id = %row.id, "the finisher has stopped; the row returns after its lease");
     }

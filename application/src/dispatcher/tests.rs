@@ -325,6 +325,73 @@ async fn rows_claimed_but_not_started_at_shutdown_are_released_unspent() {
     );
 }
 
+/// The sequence one CI run of the three-dispatcher ordering test hit: a renewal takes its list of
+/// claims; while its statement runs, one of them (a failed row) has its retry written and is claimed
+/// again by this same dispatcher with a new token; the statement refuses the old token. That late
+/// refusal must not touch the new claim: its row is published, not dropped as a lost claim to wait a
+/// whole lease for the reclaim.
+#[tokio::test]
+async fn a_late_renewal_refusal_of_a_finished_claim_does_not_drop_the_rows_new_claim() {
+    let held = Arc::new(Held::default());
+    let first = row("order.created");
+    let again = ClaimedRow {
+        claim_token: Uuid::new_v4(),
+        attempt: 1,
+        ..first.clone()
+    };
+    held.insert(first.id, first.claim_token);
+
+    let mut store = MockStore::new();
+    let during = Arc::clone(&held);
+    let (id, old, new) = (first.id, first.claim_token, again.claim_token);
+    store.expect_renew().times(1).returning(move |claims, _| {
+        assert_eq!(claims, [(id, old)]);
+        // Meanwhile: the retry of the old claim is written and released, the row claimed again.
+        during.finishing(&id, &old);
+        during.remove(&id, &old);
+        during.insert(id, new);
+        Ok(vec![false])
+    });
+    let mut publisher = MockDestination::new();
+    publisher.expect_destination_type().return_const("http");
+    publisher
+        .expect_publish()
+        .times(1)
+        .withf(move |message| message.id == id.to_string() && message.attempt == 1)
+        .returning(|_| Ok(()));
+    let routes = table(publisher);
+    let metrics = Arc::new(OutboxMetrics::new());
+    let maintenance = Maintenance {
+        store: Arc::new(store),
+        held: Arc::clone(&held),
+        routes: Arc::clone(&routes),
+        metrics: Arc::clone(&metrics),
+        lease: Duration::from_secs(30),
+        renew_every: Duration::from_secs(10),
+        reclaim_every: Duration::from_secs(6),
+        gauges_every: Duration::from_secs(60),
+    };
+    maintenance.renew().await;
+    assert!(!held.is_lost(&id, &new), "the new claim was marked lost");
+
+    let (finishes, mut written) = mpsc::unbounded_channel();
+    let shared = Shared {
+        routes,
+        held: Arc::clone(&held),
+        released: Arc::new(Released::new(10)),
+        metrics,
+        options: options(),
+        finishes,
+    };
+    deliver(again, &shared).await;
+    let finish = written.try_recv().expect("the new claim's finish");
+    assert_eq!(finish.write.id, id);
+    assert_eq!(finish.write.claim_token, new);
+    assert_eq!(finish.write.finish, Finish::Sent);
+    (finish.on_written)();
+    assert_eq!(held.len(), 0, "the finished claim is no longer held");
+}
+
 // ------------------------------------------------------------------------------------------------
 // Route and destination transforms
 // ------------------------------------------------------------------------------------------------
