@@ -8,7 +8,9 @@ use crate::transforms;
 use anyhow::Context as _;
 use queuebox_application::dispatcher::Dispatcher;
 use queuebox_application::health::HealthRegistry;
-use queuebox_application::ingest::{IngestPipeline, system_clock};
+use queuebox_application::ingest::{
+    CoalesceOptions, CoalescingInbox, IngestPipeline, system_clock,
+};
 use queuebox_application::lifecycle::Workers;
 use queuebox_application::relay::Relay;
 use queuebox_application::retention::RetentionService;
@@ -87,7 +89,13 @@ pub async fn run(
     }
 
     let (ingest_sources, inbox_routes) = ingest::sources(&settings, &transforms)?;
-    let pipeline = IngestPipeline::new(database.inbox_store(), ingest_sources, system_clock());
+    // Concurrent inserts share one statement and one commit (see CoalescingInbox): at thousands
+    // of requests a second the per-statement cost, not the row, is what limits ingestion.
+    let inbox = CoalescingInbox::new(
+        database.inbox_store(),
+        CoalesceOptions::for_pool(settings.database.pool_size),
+    );
+    let pipeline = IngestPipeline::new(Arc::new(inbox), ingest_sources, system_clock());
     for route in &inbox_routes {
         tracing::info!(source = %route.source, path = %route.path, "inbox source served");
     }

@@ -3,6 +3,7 @@
 use crate::outbox::StoreError;
 use async_trait::async_trait;
 use std::time::Duration;
+use thiserror::Error;
 use uuid::Uuid;
 
 /// How a stored message leaves the inbox (`consumption` of the source, stored on the row).
@@ -69,6 +70,28 @@ pub trait InboxStore: Send + Sync {
     /// # Errors
     /// A [`StoreError`] when the row could not be written; the caller answers 500 / does not ack.
     async fn insert(&self, message: &NewInboxMessage) -> Result<Stored, StoreError>;
+
+    /// Inserts a group of messages in one statement and one commit, each once per (source,
+    /// idempotency key) as [`InboxStore::insert`] does; two messages of the group with the same key
+    /// store one row and the other reports [`Stored::Duplicate`]. Returns one outcome per message,
+    /// in the order given.
+    ///
+    /// # Errors
+    /// An [`InsertManyError`]; then nothing of the group was stored.
+    async fn insert_many(&self, messages: &[NewInboxMessage])
+    -> Result<Vec<Stored>, InsertManyError>;
+}
+
+/// Why a group insert stored nothing, which decides whether trying each message alone can help.
+#[derive(Debug, Error)]
+pub enum InsertManyError {
+    /// No connection to the database: no statement ran, and each message alone would fail the same.
+    #[error(transparent)]
+    Unavailable(StoreError),
+    /// The statement ran and failed: one message may be the cause (a payload that is not JSON, a
+    /// constraint of the table), so the others can still be stored one by one.
+    #[error(transparent)]
+    Statement(StoreError),
 }
 
 /// A push row claimed by the relay.

@@ -6,7 +6,7 @@ use thiserror::Error;
 use uuid::Uuid;
 
 /// A store failure. The dispatcher logs it, counts it, and tries again on its next cycle.
-#[derive(Debug, Error)]
+#[derive(Debug, Clone, Error)]
 #[error("{operation} failed: {reason}")]
 pub struct StoreError {
     /// What the store was doing, for example `claim`.

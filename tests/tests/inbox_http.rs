@@ -839,3 +839,99 @@ async fn a_failed_insert_answers_500_and_counts_a_storage_failure() {
         .message_id();
     inbox.stop().await;
 }
+
+/// POSTs every body at once (one task each) and returns the answers in the order of `bodies`.
+async fn post_all(inbox: &Inbox, path: &str, bodies: Vec<String>) -> Vec<Answer> {
+    let mut tasks = Vec::with_capacity(bodies.len());
+    for body in bodies {
+        let request = inbox.http.post(inbox.url(path)).body(body);
+        tasks.push(tokio::spawn(async move {
+            Answer::read(request.send().await.expect("POST")).await
+        }));
+    }
+    let mut answers = Vec::with_capacity(tasks.len());
+    for task in tasks {
+        answers.push(task.await.expect("join"));
+    }
+    answers
+}
+
+#[tokio::test]
+async fn concurrent_repeats_are_stored_once_each_with_its_own_answer() {
+    // Concurrent requests share insert statements (grouped while one runs); each still gets its
+    // own answer: 200 requests over 100 keys, each key sent twice at once.
+    let inbox = Inbox::start(PLAIN_SOURCES, &[]).await;
+    let bodies: Vec<String> = (0..200)
+        .map(|i| format!(r#"{{"id":"k-{}","type":"t"}}"#, i % 100))
+        .collect();
+    let answers = post_all(&inbox, "/inbox/orders", bodies).await;
+    let mut acknowledged = Vec::new();
+    let mut duplicates = 0;
+    for answer in &answers {
+        match answer.status {
+            202 => acknowledged.push(answer.message_id()),
+            200 => {
+                assert_eq!(answer.json(), json!({"status": "duplicate"}));
+                duplicates += 1;
+            }
+            other => panic!("unexpected {other}: {answer:?}"),
+        }
+    }
+    assert_eq!((acknowledged.len(), duplicates), (100, 100));
+    // Every acknowledged id is a stored row, one per key.
+    let rows = inbox.rows("orders").await;
+    assert_eq!(rows.len(), 100);
+    let mut stored: Vec<Uuid> = rows.iter().map(|row| row.id).collect();
+    stored.sort();
+    acknowledged.sort();
+    assert_eq!(stored, acknowledged);
+    let mut keys: Vec<&str> = rows.iter().map(|row| row.key.as_str()).collect();
+    keys.sort_unstable();
+    keys.dedup();
+    assert_eq!(keys.len(), 100);
+    let metrics = inbox.metrics().await;
+    for expected in [
+        "queuebox_inbox_messages_total{status=\"new\"} 100",
+        "queuebox_inbox_messages_total{status=\"duplicate\"} 100",
+    ] {
+        assert!(metrics.contains(expected), "{expected} missing:\n{metrics}");
+    }
+    inbox.stop().await;
+}
+
+#[tokio::test]
+async fn among_concurrent_requests_only_the_one_the_database_refuses_fails() {
+    let inbox = Inbox::start(PLAIN_SOURCES, &[]).await;
+    inbox
+        .db
+        .execute("ALTER TABLE inbox ADD CONSTRAINT refuse_lost CHECK (idempotency_key <> 'lost')")
+        .await;
+    // Whichever statement "lost" shares with others, it alone gets 500; the rest are stored.
+    let bodies: Vec<String> = (0..60)
+        .map(|i| match i {
+            20 | 40 => r#"{"id":"lost"}"#.to_owned(),
+            _ => format!(r#"{{"id":"ok-{i}"}}"#),
+        })
+        .collect();
+    let answers = post_all(&inbox, "/inbox/orders", bodies).await;
+    let mut acknowledged = Vec::new();
+    for (i, answer) in answers.iter().enumerate() {
+        if i == 20 || i == 40 {
+            assert_eq!(answer.status, 500, "{answer:?}");
+            assert_eq!(answer.json(), json!({"error": "Storage failed"}));
+        } else {
+            acknowledged.push(answer.message_id());
+        }
+    }
+    let mut stored: Vec<Uuid> = inbox.rows("orders").await.iter().map(|r| r.id).collect();
+    stored.sort();
+    acknowledged.sort();
+    assert_eq!(stored.len(), 58);
+    assert_eq!(stored, acknowledged);
+    let metrics = inbox.metrics().await;
+    assert!(
+        metrics.contains("queuebox_inbox_rejections_total{reason=\"storage_failed\"} 2"),
+        "{metrics}"
+    );
+    inbox.stop().await;
+}

@@ -13,7 +13,7 @@ use sqlx::{AssertSqlSafe, SqlStr};
 use crate::error::PostgresError;
 
 /// (name, template) of every statement; the name is the file stem under `queries/`.
-const TEMPLATES: [(&str, &str); 23] = [
+const TEMPLATES: [(&str, &str); 24] = [
     ("ping", include_str!("../queries/ping.sql")),
     (
         "table_columns",
@@ -24,6 +24,10 @@ const TEMPLATES: [(&str, &str); 23] = [
         include_str!("../queries/insert_outbox.sql"),
     ),
     ("insert_inbox", include_str!("../queries/insert_inbox.sql")),
+    (
+        "insert_inbox_many",
+        include_str!("../queries/insert_inbox_many.sql"),
+    ),
     (
         "outbox_claim_keyed",
         include_str!("../queries/outbox_claim_keyed.sql"),
@@ -101,6 +105,8 @@ pub struct Statements {
     pub insert_outbox: SqlStr,
     /// Insert one inbox row, no row back on a duplicate; returns `(id)`.
     pub insert_inbox: SqlStr,
+    /// Insert a group of inbox rows from arrays, no row back for a duplicate; returns `(id)` per new row.
+    pub insert_inbox_many: SqlStr,
     /// Claim the heads of ready keys, walking keys from a cursor (see the template for why).
     pub outbox_claim_keyed: SqlStr,
     /// Claim due rows that have no key.
@@ -157,6 +163,7 @@ impl Statements {
             table_columns,
             insert_outbox,
             insert_inbox,
+            insert_inbox_many,
             outbox_claim_keyed,
             outbox_claim_unkeyed,
             outbox_claim_released,
@@ -182,6 +189,7 @@ impl Statements {
             table_columns: table_columns?,
             insert_outbox: insert_outbox?,
             insert_inbox: insert_inbox?,
+            insert_inbox_many: insert_inbox_many?,
             outbox_claim_keyed: outbox_claim_keyed?,
             outbox_claim_unkeyed: outbox_claim_unkeyed?,
             outbox_claim_released: outbox_claim_released?,
@@ -211,6 +219,7 @@ impl Statements {
             &self.table_columns,
             &self.insert_outbox,
             &self.insert_inbox,
+            &self.insert_inbox_many,
             &self.outbox_claim_keyed,
             &self.outbox_claim_unkeyed,
             &self.outbox_claim_released,
@@ -350,6 +359,9 @@ mod tests {
         assert!(insert.contains("\"body\""), "{insert}");
         assert!(!insert.contains("\"payload\""), "{insert}");
         assert!(statements.insert_inbox.as_str().contains("\"dedup_key\""),);
+        let many = statements.insert_inbox_many.as_str();
+        assert!(many.starts_with("INSERT INTO \"qb_inbox\" ("), "{many}");
+        assert!(many.contains("\"dedup_key\""), "{many}");
     }
 
     #[test]

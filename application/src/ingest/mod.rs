@@ -7,11 +7,13 @@
 //! whether the filter would pass, and the correlation id is echoed only once the message got past
 //! the checks that decide whether it is processed at all.
 
+mod coalesce;
 mod rate;
 mod source_stage;
 #[cfg(test)]
 mod tests;
 
+pub use coalesce::{CoalesceOptions, CoalescingInbox};
 pub use rate::RateLimiter;
 
 use crate::telemetry::IngestEvents;

@@ -6,6 +6,7 @@ use queuebox_domain::glob::TopicPattern;
 use queuebox_domain::inbox::auth::CredentialCheck;
 use queuebox_domain::inbox::filter::{Condition, HeaderRule};
 use queuebox_domain::secret::Secret;
+use queuebox_ports::inbox::InsertManyError;
 use queuebox_ports::outbox::StoreError;
 use std::sync::Mutex;
 use std::time::Duration;
@@ -34,6 +35,17 @@ impl InboxStore for MemoryInbox {
         }
         rows.push(message.clone());
         Ok(Stored::New(message.id))
+    }
+
+    async fn insert_many(
+        &self,
+        messages: &[NewInboxMessage],
+    ) -> Result<Vec<Stored>, InsertManyError> {
+        let mut outcomes = Vec::with_capacity(messages.len());
+        for message in messages {
+            outcomes.push(self.insert(message).await.map_err(InsertManyError::Statement)?);
+        }
+        Ok(outcomes)
     }
 }
 

@@ -42,6 +42,42 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
 ON CONFLICT DO NOTHING
 RETURNING "id";
 
+-- insert_inbox_many
+INSERT INTO "qb_inbox" (
+    "id",
+    "source",
+    "dedup_key",
+    "aggregate_id",
+    "event_type",
+    "payload",
+    "headers",
+    "correlation_id",
+    "consumption",
+    "state",
+    "last_error"
+)
+SELECT
+    m.id,
+    m.source,
+    m.idempotency_key,
+    m.aggregate_id,
+    m.event_type,
+    m.payload::jsonb,
+    m.headers::jsonb,
+    m.correlation_id,
+    m.consumption,
+    m.state,
+    m.last_error
+FROM unnest(
+    $1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
+    $8::text[], $9::text[], $10::text[], $11::text[]
+) AS m (
+    id, source, idempotency_key, aggregate_id, event_type, payload, headers,
+    correlation_id, consumption, state, last_error
+)
+ON CONFLICT DO NOTHING
+RETURNING "id";
+
 -- outbox_claim_keyed
 WITH RECURSIVE walk AS (
     (SELECT o."key" AS k, o."id" AS id, o.ctid AS tid, o."state" AS st,
