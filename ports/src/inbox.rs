@@ -78,8 +78,10 @@ pub trait InboxStore: Send + Sync {
     ///
     /// # Errors
     /// An [`InsertManyError`]; then nothing of the group was stored.
-    async fn insert_many(&self, messages: &[NewInboxMessage])
-    -> Result<Vec<Stored>, InsertManyError>;
+    async fn insert_many(
+        &self,
+        messages: &[NewInboxMessage],
+    ) -> Result<Vec<Stored>, InsertManyError>;
 }
 
 /// Why a group insert stored nothing, which decides whether trying each message alone can help.

@@ -146,13 +146,12 @@ async fn a_group_mixing_new_messages_and_repeats_answers_each_in_order() {
     assert_eq!(text("consumption").as_deref(), Some("push"));
     assert_eq!(text("state").as_deref(), Some("pending"));
     assert_eq!(text("last_error"), None);
-    let row = sqlx::query(
-        "SELECT payload::text AS payload, state, last_error FROM inbox WHERE id = $1",
-    )
-    .bind(dead.id)
-    .fetch_one(&mut session)
-    .await
-    .expect("read the dead row");
+    let row =
+        sqlx::query("SELECT payload::text AS payload, state, last_error FROM inbox WHERE id = $1")
+            .bind(dead.id)
+            .fetch_one(&mut session)
+            .await
+            .expect("read the dead row");
     let text = |column: &str| -> Option<String> { row.get(column) };
     assert_eq!(text("payload").as_deref(), Some(r#""<xml/>""#));
     assert_eq!(text("state").as_deref(), Some("dead"));
@@ -179,9 +178,7 @@ async fn a_failing_row_fails_its_group_statement_and_stores_nothing_of_it() {
     // A pending payload that is not JSON fails the group before any statement, as a statement error.
     let mut not_json = message("stripe", "b");
     not_json.payload = "<xml/>".into();
-    let result = store
-        .insert_many(&[message("stripe", "c"), not_json])
-        .await;
+    let result = store.insert_many(&[message("stripe", "c"), not_json]).await;
     assert!(
         matches!(&result, Err(InsertManyError::Statement(e)) if e.reason.contains("not JSON")),
         "{result:?}"
@@ -208,7 +205,10 @@ async fn through_the_coalescer_a_failing_row_fails_alone_and_its_group_is_stored
     // Another session inserts key "blocker" and keeps its transaction open, so the coalescer's
     // insert of the same key waits on it: its one runner is busy, and what follows queues.
     let mut blocker = db.session().await;
-    sqlx::query("BEGIN").execute(&mut blocker).await.expect("begin");
+    sqlx::query("BEGIN")
+        .execute(&mut blocker)
+        .await
+        .expect("begin");
     sqlx::query(
         "INSERT INTO inbox (id, source, idempotency_key, payload) VALUES ($1, 'stripe', 'blocker', '{}')",
     )
@@ -278,9 +278,16 @@ async fn a_renamed_schema_takes_group_inserts_through_the_mapping() {
         .expect("connect");
     database.prepare().await.expect("schema check");
     let store = database.inbox_store();
-    let group = [message("stripe", "r1"), message("stripe", "r1"), message("stripe", "r2")];
+    let group = [
+        message("stripe", "r1"),
+        message("stripe", "r1"),
+        message("stripe", "r2"),
+    ];
     let outcomes = store.insert_many(&group).await.expect("group insert");
-    assert_eq!(outcomes.iter().filter(|o| **o == Stored::Duplicate).count(), 1);
+    assert_eq!(
+        outcomes.iter().filter(|o| **o == Stored::Duplicate).count(),
+        1
+    );
     let mut session = db.session().await;
     let keys: Vec<String> = sqlx::query_scalar("SELECT dedup_key FROM qb_inbox ORDER BY dedup_key")
         .fetch_all(&mut session)

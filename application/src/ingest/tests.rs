@@ -43,7 +43,11 @@ impl InboxStore for MemoryInbox {
     ) -> Result<Vec<Stored>, InsertManyError> {
         let mut outcomes = Vec::with_capacity(messages.len());
         for message in messages {
-            outcomes.push(self.insert(message).await.map_err(InsertManyError::Statement)?);
+            outcomes.push(
+                self.insert(message)
+                    .await
+                    .map_err(InsertManyError::Statement)?,
+            );
         }
         Ok(outcomes)
     }
