@@ -7,7 +7,7 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{TestDb, renamed_schema};
+use common::{TestDb, eventually, renamed_schema};
 use queuebox_application::ingest::{CoalesceOptions, CoalescingInbox};
 use queuebox_domain::mapping::SchemaNames;
 use queuebox_ports::inbox::{Consumption, InboxStore, InsertManyError, NewInboxMessage, Stored};
@@ -226,9 +226,27 @@ async fn through_the_coalescer_a_failing_row_fails_alone_and_its_group_is_stored
         })
     };
     let held = submit("blocker");
-    wait_for_a_lock_wait(&db).await;
+    // The held insert is in the database, waiting for the blocker's lock.
+    let observer = sqlx::PgPool::connect(&db.url()).await.expect("connect");
+    let lock_waits = || {
+        let observer = observer.clone();
+        async move {
+            let waiting: i64 = sqlx::query_scalar(
+                "SELECT count(*) FROM pg_stat_activity \
+                 WHERE datname = current_database() AND wait_event_type = 'Lock'",
+            )
+            .fetch_one(&observer)
+            .await
+            .expect("read pg_stat_activity");
+            waiting > 0
+        }
+    };
+    assert!(
+        eventually(Duration::from_secs(10), lock_waits).await,
+        "no insert waited for the blocker"
+    );
     let queued: Vec<_> = ["a", "poison", "b", "a"].into_iter().map(submit).collect();
-    wait_until(|| inbox.waiting() == 4).await;
+    assert!(eventually(Duration::from_secs(10), || async { inbox.waiting() == 4 }).await);
     sqlx::query("ROLLBACK")
         .execute(&mut blocker)
         .await
@@ -258,6 +276,7 @@ async fn through_the_coalescer_a_failing_row_fails_alone_and_its_group_is_stored
     new.sort();
     assert_eq!(stored(&db).await, new);
     drop(blocker);
+    observer.close().await;
     database.close().await;
     db.drop_now().await;
 }
@@ -265,14 +284,7 @@ async fn through_the_coalescer_a_failing_row_fails_alone_and_its_group_is_stored
 #[tokio::test]
 async fn a_renamed_schema_takes_group_inserts_through_the_mapping() {
     let db = TestDb::create().await;
-    db.apply_by_hand(i32::MAX).await;
-    db.exec(
-        r#"ALTER TABLE outbox RENAME TO qb_outbox;
-           ALTER TABLE qb_outbox RENAME COLUMN payload TO body;
-           ALTER TABLE inbox RENAME TO qb_inbox;
-           ALTER TABLE qb_inbox RENAME COLUMN idempotency_key TO dedup_key;"#,
-    )
-    .await;
+    db.create_renamed_schema().await;
     let database = connect(&db.options(false, renamed_schema()))
         .await
         .expect("connect");
@@ -297,40 +309,4 @@ async fn a_renamed_schema_takes_group_inserts_through_the_mapping() {
     drop(session);
     database.close().await;
     db.drop_now().await;
-}
-
-/// Waits until a session of the test database waits for a lock (the coalescer's insert behind the
-/// blocker's open transaction); fails after ten seconds.
-async fn wait_for_a_lock_wait(db: &TestDb) {
-    let mut session = db.session().await;
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    loop {
-        let waiting: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM pg_stat_activity \
-             WHERE datname = current_database() AND wait_event_type = 'Lock'",
-        )
-        .fetch_one(&mut session)
-        .await
-        .expect("read pg_stat_activity");
-        if waiting > 0 {
-            return;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "no insert waited for the blocker within 10 s"
-        );
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-}
-
-/// Polls `condition` until it holds; fails after ten seconds.
-async fn wait_until(condition: impl Fn() -> bool) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    while !condition() {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "condition not met within 10 s"
-        );
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
 }

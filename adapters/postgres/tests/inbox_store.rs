@@ -126,15 +126,7 @@ async fn concurrent_repeats_store_one_row() {
 #[tokio::test]
 async fn a_renamed_schema_is_written_through_the_mapping() {
     let db = TestDb::create().await;
-    // The bundled schema, then the renames of the fixture's mapping, as an operator would.
-    db.apply_by_hand(i32::MAX).await;
-    db.exec(
-        r#"ALTER TABLE outbox RENAME TO qb_outbox;
-           ALTER TABLE qb_outbox RENAME COLUMN payload TO body;
-           ALTER TABLE inbox RENAME TO qb_inbox;
-           ALTER TABLE qb_inbox RENAME COLUMN idempotency_key TO dedup_key;"#,
-    )
-    .await;
+    db.create_renamed_schema().await;
     let names = renamed_schema();
     let database = connect(&db.options(false, names)).await.expect("connect");
     database.prepare().await.expect("schema check");

@@ -123,6 +123,19 @@ impl TestDb {
         let _ = session.close().await;
     }
 
+    /// The bundled schema applied by hand, then renamed as [`renamed_schema`] maps it (tables
+    /// `qb_outbox` and `qb_inbox`, columns `body` and `dedup_key`), as an operator would.
+    pub async fn create_renamed_schema(&self) {
+        self.apply_by_hand(i32::MAX).await;
+        self.exec(
+            r#"ALTER TABLE outbox RENAME TO qb_outbox;
+               ALTER TABLE qb_outbox RENAME COLUMN payload TO body;
+               ALTER TABLE inbox RENAME TO qb_inbox;
+               ALTER TABLE qb_inbox RENAME COLUMN idempotency_key TO dedup_key;"#,
+        )
+        .await;
+    }
+
     /// Applies the bundled files by hand, as an operator would with psql, versions `1..=last`.
     pub async fn apply_by_hand(&self, last: i32) {
         for migration in migration_files().iter().filter(|m| m.version <= last) {
