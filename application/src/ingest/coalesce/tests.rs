@@ -11,8 +11,8 @@ use std::time::Duration;
 use tokio::sync::Semaphore;
 use uuid::Uuid;
 
-/// Deduplicates by key like the database, records every call, and can hold its first group until
-/// the test releases it (so the test controls what queues behind a running statement).
+/// Deduplicates by key like the database, records every call, and can hold its first statement
+/// (single or group) until the test releases it, so the test controls what queues behind it.
 #[derive(Default)]
 struct RecordingStore {
     keys: Mutex<HashSet<String>>,
@@ -24,17 +24,29 @@ struct RecordingStore {
 }
 
 impl RecordingStore {
-    fn holding_the_first_group() -> Self {
+    fn holding_the_first_statement() -> Self {
         Self {
             hold_first: Some(Semaphore::new(0)),
             ..Self::default()
         }
     }
 
-    fn release_the_first_group(&self) {
+    fn release_the_first_statement(&self) {
         if let Some(gate) = &self.hold_first {
             gate.add_permits(1);
         }
+    }
+
+    /// Counts the statement and holds the first one when asked to.
+    async fn enter(&self) {
+        let first = self.started.fetch_add(1, Ordering::SeqCst) == 0;
+        if first && let Some(gate) = &self.hold_first {
+            let _permit = gate.acquire().await.unwrap();
+        }
+    }
+
+    fn singles(&self) -> Vec<String> {
+        self.singles.lock().unwrap().clone()
     }
 
     fn group_sizes(&self) -> Vec<usize> {
@@ -65,10 +77,14 @@ fn failed(reason: &str) -> StoreError {
 #[async_trait]
 impl InboxStore for RecordingStore {
     async fn insert(&self, message: &NewInboxMessage) -> Result<Stored, StoreError> {
+        self.enter().await;
         self.singles
             .lock()
             .unwrap()
             .push(message.idempotency_key.clone());
+        if self.unavailable {
+            return Err(failed("pool timed out"));
+        }
         if message.idempotency_key == "poison" {
             return Err(failed("check constraint"));
         }
@@ -79,10 +95,7 @@ impl InboxStore for RecordingStore {
         &self,
         messages: &[NewInboxMessage],
     ) -> Result<Vec<Stored>, InsertManyError> {
-        let first = self.started.fetch_add(1, Ordering::SeqCst) == 0;
-        if first && let Some(gate) = &self.hold_first {
-            let _permit = gate.acquire().await.unwrap();
-        }
+        self.enter().await;
         self.groups.lock().unwrap().push(
             messages
                 .iter()
@@ -156,7 +169,7 @@ async fn queued_behind_a_held_statement(
     .await;
     pending.extend(keys.iter().map(|key| submit(inbox, key)));
     wait_for("the queued messages", || inbox.waiting() == keys.len()).await;
-    store.release_the_first_group();
+    store.release_the_first_statement();
     let mut outcomes = Vec::new();
     for task in pending {
         outcomes.push(task.await.unwrap());
@@ -171,13 +184,14 @@ async fn joined<F: Future<Output = T>, T>(future: F) -> T {
 }
 
 #[tokio::test]
-async fn a_lone_message_is_inserted_at_once_in_a_group_of_one() {
+async fn a_lone_message_is_inserted_at_once_with_the_single_row_statement() {
     let store = Arc::new(RecordingStore::default());
     let inbox = CoalescingInbox::new(store.clone(), options(64, 2));
     let lone = message("a");
     let outcome = joined(inbox.insert(&lone)).await.unwrap();
     assert_eq!(outcome, Stored::New(lone.id));
-    assert_eq!(store.group_sizes(), vec![1]);
+    assert_eq!(store.singles(), vec!["a"]);
+    assert!(store.group_sizes().is_empty());
     // Nothing is left waiting and the runner gave its slot back: the next one also runs at once.
     assert_eq!(inbox.waiting(), 0);
     let next = message("b");
@@ -185,16 +199,17 @@ async fn a_lone_message_is_inserted_at_once_in_a_group_of_one() {
         joined(inbox.insert(&next)).await.unwrap(),
         Stored::New(next.id)
     );
-    assert_eq!(store.group_sizes(), vec![1, 1]);
+    assert_eq!(store.singles(), vec!["a", "b"]);
+    assert!(store.group_sizes().is_empty());
 }
 
 #[tokio::test]
 async fn messages_that_arrive_while_a_statement_runs_share_the_next_one() {
-    let store = Arc::new(RecordingStore::holding_the_first_group());
+    let store = Arc::new(RecordingStore::holding_the_first_statement());
     let inbox = Arc::new(CoalescingInbox::new(store.clone(), options(64, 1)));
     let outcomes = queued_behind_a_held_statement(&store, &inbox, &["a", "b", "a", "c"]).await;
-    assert_eq!(store.group_sizes(), vec![1, 4]);
-    assert!(store.singles.lock().unwrap().is_empty());
+    assert_eq!(store.singles(), vec!["first"]);
+    assert_eq!(store.group_sizes(), vec![4]);
     // Each caller gets its own outcome: its own id when new, a duplicate for the second "a".
     let mut new = 0;
     let mut duplicates = 0;
@@ -215,20 +230,22 @@ async fn messages_that_arrive_while_a_statement_runs_share_the_next_one() {
 
 #[tokio::test]
 async fn a_group_never_exceeds_its_bound() {
-    let store = Arc::new(RecordingStore::holding_the_first_group());
+    let store = Arc::new(RecordingStore::holding_the_first_statement());
     let inbox = Arc::new(CoalescingInbox::new(store.clone(), options(2, 1)));
     let outcomes = queued_behind_a_held_statement(&store, &inbox, &["a", "b", "c", "d", "e"]).await;
-    assert_eq!(store.group_sizes(), vec![1, 2, 2, 1]);
+    assert_eq!(store.group_sizes(), vec![2, 2]);
+    // What is left for the last statement is one message: it goes alone.
+    assert_eq!(store.singles(), vec!["first", "e"]);
     assert!(outcomes.iter().all(|(_, outcome)| outcome.is_ok()));
 }
 
 #[tokio::test]
 async fn a_failed_group_is_inserted_one_by_one_so_only_the_culprit_fails() {
-    let store = Arc::new(RecordingStore::holding_the_first_group());
+    let store = Arc::new(RecordingStore::holding_the_first_statement());
     let inbox = Arc::new(CoalescingInbox::new(store.clone(), options(64, 1)));
     let outcomes = queued_behind_a_held_statement(&store, &inbox, &["a", "poison", "b"]).await;
-    assert_eq!(store.group_sizes(), vec![1, 3]);
-    assert_eq!(*store.singles.lock().unwrap(), vec!["a", "poison", "b"]);
+    assert_eq!(store.group_sizes(), vec![3]);
+    assert_eq!(store.singles(), vec!["first", "a", "poison", "b"]);
     for (message, outcome) in outcomes {
         if message.idempotency_key == "poison" {
             assert!(outcome.is_err());
@@ -239,32 +256,34 @@ async fn a_failed_group_is_inserted_one_by_one_so_only_the_culprit_fails() {
 }
 
 #[tokio::test]
-async fn a_lone_failed_message_gets_its_error_without_a_second_try() {
+async fn a_lone_failed_message_gets_its_error_from_one_try() {
     let store = Arc::new(RecordingStore::default());
     let inbox = CoalescingInbox::new(store.clone(), options(64, 1));
     let error = joined(inbox.insert(&message("poison"))).await.unwrap_err();
     assert_eq!(error.reason, "check constraint");
-    assert!(store.singles.lock().unwrap().is_empty());
+    assert_eq!(store.singles(), vec!["poison"]);
+    assert!(store.group_sizes().is_empty());
 }
 
 #[tokio::test]
 async fn without_a_connection_every_message_of_the_group_fails_without_retries() {
     let store = Arc::new(RecordingStore {
         unavailable: true,
-        ..RecordingStore::holding_the_first_group()
+        ..RecordingStore::holding_the_first_statement()
     });
     let inbox = Arc::new(CoalescingInbox::new(store.clone(), options(64, 1)));
     let outcomes = queued_behind_a_held_statement(&store, &inbox, &["a", "b"]).await;
-    assert_eq!(store.group_sizes(), vec![1, 2]);
-    assert!(store.singles.lock().unwrap().is_empty());
+    assert_eq!(store.group_sizes(), vec![2]);
+    // The group is not retried message by message: only the first, alone, tried a single insert.
+    assert_eq!(store.singles(), vec!["first"]);
     for (_, outcome) in outcomes {
         assert_eq!(outcome.unwrap_err().reason, "pool timed out");
     }
 }
 
 #[tokio::test]
-async fn parallel_runners_are_bounded_by_the_options() {
-    let store = Arc::new(RecordingStore::holding_the_first_group());
+async fn a_second_runner_serves_while_the_first_statement_is_held() {
+    let store = Arc::new(RecordingStore::holding_the_first_statement());
     let inbox = Arc::new(CoalescingInbox::new(store.clone(), options(64, 2)));
     let held = submit(&inbox, "held");
     wait_for("the held statement", || {
@@ -277,7 +296,7 @@ async fn parallel_runners_are_bounded_by_the_options() {
         joined(inbox.insert(&free)).await.unwrap(),
         Stored::New(free.id)
     );
-    store.release_the_first_group();
+    store.release_the_first_statement();
     assert!(joined(held).await.unwrap().1.is_ok());
 }
 
