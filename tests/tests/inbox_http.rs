@@ -935,3 +935,70 @@ async fn among_concurrent_requests_only_the_one_the_database_refuses_fails() {
     );
     inbox.stop().await;
 }
+
+#[tokio::test]
+async fn every_request_acknowledged_while_stopping_is_stored() {
+    // Sixteen clients post new keys back to back while the process gets SIGTERM: whatever each
+    // request got (202, 503 while stopping, or a closed connection), every 202 names a stored row.
+    let mut inbox = Inbox::start(PLAIN_SOURCES, &[]).await;
+    let answered = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let mut clients = Vec::new();
+    for client in 0..16 {
+        let http = inbox.http.clone();
+        let url = inbox.url("/inbox/orders");
+        let answered = std::sync::Arc::clone(&answered);
+        clients.push(tokio::spawn(async move {
+            let mut acknowledged = Vec::new();
+            let mut refused = 0;
+            // Bounded: the loop ends at the first request the server no longer answers.
+            for n in 0..100_000 {
+                let body = format!(r#"{{"id":"c{client}-{n}"}}"#);
+                let Ok(response) = http.post(&url).body(body).send().await else {
+                    break;
+                };
+                let answer = Answer::read(response).await;
+                answered.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                match answer.status {
+                    202 => acknowledged.push(answer.message_id()),
+                    503 => refused += 1,
+                    other => panic!("unexpected {other}: {answer:?}"),
+                }
+            }
+            (acknowledged, refused)
+        }));
+    }
+    queuebox_tests::wait_until("200 answers", Duration::from_secs(30), || {
+        let answered = std::sync::Arc::clone(&answered);
+        async move { (answered.load(std::sync::atomic::Ordering::SeqCst) >= 200).then_some(()) }
+    })
+    .await;
+    inbox.qb.terminate();
+    let status = inbox.qb.wait_exit(Duration::from_secs(20)).await;
+    assert!(status.success(), "exit {status}; log:\n{}", inbox.qb.log());
+    let mut acknowledged = Vec::new();
+    for client in clients {
+        let (ids, _refused) = tokio::time::timeout(Duration::from_secs(20), client)
+            .await
+            .expect("the client ends once the server is gone")
+            .expect("join");
+        acknowledged.extend(ids);
+    }
+    assert!(
+        acknowledged.len() >= 150,
+        "{} acknowledged",
+        acknowledged.len()
+    );
+    let stored: std::collections::HashSet<Uuid> = inbox
+        .rows("orders")
+        .await
+        .iter()
+        .map(|row| row.id)
+        .collect();
+    let lost: Vec<&Uuid> = acknowledged
+        .iter()
+        .filter(|id| !stored.contains(id))
+        .collect();
+    assert!(lost.is_empty(), "acknowledged but not stored: {lost:?}");
+    inbox.sql.close().await;
+    inbox.db.drop_database().await;
+}
