@@ -687,3 +687,50 @@ async fn sigterm_hands_back_claimed_rows_that_were_not_started() {
     service.sql.close().await;
     service.db.drop_database().await;
 }
+
+#[tokio::test]
+async fn the_pending_gauges_count_waiting_rows_per_destination() {
+    let receiver = Receiver::start(Policy::status(200)).await;
+    let service = Service::start(Setup {
+        outbox_extra: "  pendingGaugeIntervalMs: 100\n",
+        ..Setup::to(receiver.url())
+    })
+    .await;
+    let hour_ms = 3_600_000;
+    for n in 0..3 {
+        service
+            .insert(Row {
+                delay_ms: hour_ms,
+                ..Row::new("order.later", json!({ "n": n }))
+            })
+            .await;
+    }
+    // Pending too, but no route leads anywhere: counted in the total, in no destination's depth.
+    service
+        .insert(Row {
+            delay_ms: hour_ms,
+            ..Row::new("audit.later", json!({}))
+        })
+        .await;
+
+    assert_eq!(
+        service
+            .wait_metric("queuebox_outbox_messages_pending", 4.0)
+            .await,
+        4.0
+    );
+    let scrape = service.metrics().await;
+    assert_eq!(
+        sample(&scrape, r#"queuebox_outbox_queue_depth{destination="hook"}"#),
+        3.0,
+        "{scrape}"
+    );
+    let age_line = scrape
+        .lines()
+        .find(|line| line.starts_with("queuebox_outbox_oldest_pending_age_seconds "))
+        .unwrap_or_else(|| panic!("no oldest-age gauge in\n{scrape}"));
+    let age = sample(age_line, "queuebox_outbox_oldest_pending_age_seconds");
+    assert!((0.0..60.0).contains(&age), "{age_line}");
+    assert_eq!(receiver.requests().len(), 0, "nothing was due");
+    service.stop().await;
+}
