@@ -721,7 +721,10 @@ async fn the_pending_gauges_count_waiting_rows_per_destination() {
     );
     let scrape = service.metrics().await;
     assert_eq!(
-        sample(&scrape, r#"queuebox_outbox_queue_depth{destination="hook"}"#),
+        sample(
+            &scrape,
+            r#"queuebox_outbox_queue_depth{destination="hook"}"#
+        ),
         3.0,
         "{scrape}"
     );
