@@ -217,6 +217,98 @@ async fn a_completion_that_finds_no_row_rolls_back_the_business_write() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_commit_that_fails_leaves_the_row_claimed_and_the_worker_going() {
+    let db = TestDb::new().await;
+    // Checked at COMMIT: the handler's writes pass, the commit that carries the completion fails.
+    sqlx::query(
+        "CREATE TABLE orders (key TEXT, CONSTRAINT orders_key UNIQUE (key) DEFERRABLE INITIALLY DEFERRED)",
+    )
+    .execute(&db.pool)
+    .await
+    .expect("create business table");
+    let bad = insert_row(&db.pool, "orders", "o-1", Some("c-1"), 2000).await;
+    let good = insert_row(&db.pool, "orders", "o-2", Some("c-2"), 1000).await;
+    let running = start(
+        &db.pool,
+        options(30_000),
+        handler_fn(move |message, tx| {
+            Box::pin(async move {
+                let copies = if message.idempotency_key == "o-1" {
+                    2
+                } else {
+                    1
+                };
+                for _ in 0..copies {
+                    sqlx::query("INSERT INTO orders (key) VALUES ($1)")
+                        .bind(&message.idempotency_key)
+                        .execute(&mut **tx)
+                        .await?;
+                }
+                Ok(())
+            })
+        }),
+    );
+    wait_until(WAIT, "the second row processed", || async {
+        row_state(&db.pool, good).await.state == "processed"
+    })
+    .await;
+    running.stop().await;
+    let row = row_state(&db.pool, bad).await;
+    assert_eq!(
+        (row.state.as_str(), row.processed, row.attempt),
+        ("processing", false, 0),
+        "the failed commit took the completion with it; the row returns after its lease"
+    );
+    let keys: Vec<String> = sqlx::query_scalar("SELECT key FROM orders ORDER BY key")
+        .fetch_all(&db.pool)
+        .await
+        .expect("business rows");
+    assert_eq!(keys, vec!["o-2".to_owned()]);
+    db.drop_db().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn handled_rows_leave_no_connection_inside_a_transaction() {
+    let db = TestDb::new().await;
+    for n in 0..20 {
+        insert_row(
+            &db.pool,
+            "orders",
+            &format!("o-{n}"),
+            Some(&format!("c-{n}")),
+            1000 - n,
+        )
+        .await;
+    }
+    let mut o = options(30_000);
+    o.max_concurrency = 4;
+    let running = start(
+        &db.pool,
+        o,
+        handler_fn(|_message, _tx| Box::pin(async { Ok(()) })),
+    );
+    wait_until(WAIT, "every row processed", || async {
+        count_in_state(&db.pool, "processed").await == 20
+    })
+    .await;
+    running.stop().await;
+    // Every handler transaction ends (commit, or rollback on any failure) before its connection
+    // goes back to the pool; none may stay open.
+    wait_until(WAIT, "no session idle in a transaction", || async {
+        let open: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_stat_activity
+              WHERE datname = current_database() AND state LIKE 'idle in transaction%'",
+        )
+        .fetch_one(&db.pool)
+        .await
+        .expect("read pg_stat_activity");
+        open == 0
+    })
+    .await;
+    db.drop_db().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_handler_is_retried_later_with_a_redacted_error() {
     let db = TestDb::new().await;
     let id = insert_row(&db.pool, "orders", "o-1", Some("c-1"), 1000).await;
