@@ -1,36 +1,40 @@
 #!/usr/bin/env bash
 # Pull ceiling: the database's own rate for the pull contract on this machine, with no Rust client.
-# pgbench runs, per claim, exactly the statements and round trips the Rust client (clients/rust)
-# runs with a no-op handler, over the same data set as run-pull.sh:
+# pgbench runs, per claim, the statements and round trips the Rust client (clients/rust) runs with
+# a no-op handler, over the same data set as run-pull.sh, in pgbench's prepared mode (extended
+# protocol, each statement prepared once per connection, like sqlx's statement cache):
 #
-#   one claim transaction:   BEGIN; SET LOCAL plan_cache_mode = force_generic_plan;
-#                            SET LOCAL synchronous_commit = off       (one round trip, as the client)
-#                            the claim of examples/pull/sql/postgresql/claim.sql (prepared)
-#                            COMMIT
-#   then for each claimed row: BEGIN / fenced completion (complete.sql, prepared) / COMMIT,
-#                            three round trips and one WAL flush, as the client does today.
+#   one claim transaction:   BEGIN / the claim of examples/pull/sql/postgresql/claim.sql / COMMIT
+#                            (three round trips, as the client; the generic plan comes from
+#                            PGOPTIONS and the claim turns synchronous_commit off for its own
+#                            transaction with set_config, where the client sends SET LOCAL with its
+#                            BEGIN: prepared mode cannot send two statements in one message)
+#   then for each claimed row: BEGIN / fenced completion (complete.sql) / COMMIT,
+#                            three round trips and one WAL flush, as the client does.
 #
-# With COMPLETION=one_trip each row instead sends its completion and COMMIT in one round trip
-# (`BEGIN` still separate): the completion form of the client's one-round-trip commit, to show what
-# that saves at the database (run-pull.sh measures the client itself).
+# With COMPLETION=one_trip each row instead sends its completion, in a form that fails when it
+# finds no row, with the COMMIT in one message (BEGIN still separate). That needs pgbench's simple
+# mode: the claim is then prepared with PREPARE and run with EXECUTE, and the completion is planned
+# from its text on every call, as a client sending it as a simple query would see.
 #
 # pgbench can keep only one result row in variables (\gset), so the claim's RETURNING rows are
 # folded into two arrays (ids and tokens, in claim order) by an outer SELECT over the claim, which
 # stays a data-modifying CTE of the same statement; the outer SELECT also serialises every claimed
 # row to JSON once (the client decodes every column). Completion k binds the k-th id and token of
-# those arrays. No lease renewal runs (the client renews every 10 s of a 30 s lease; a no-op
-# handler run is far shorter). pgbench is one C thread driving CLIENTS connections, so the client
-# side costs next to nothing.
+# those arrays; a claim that came back short (concurrent claims skip each other's locked rows)
+# completes only the rows it got. No lease renewal runs (the client renews every 10 s of a 30 s
+# lease; a no-op handler run is far shorter), and nothing stands for the pool's pings. pgbench is
+# one C thread driving CLIENTS connections, so the client side costs little (its CPU is printed).
 #
 #   bench/inbox/run-pull-ceiling.sh [RUNS=3] [BATCHES="10 25"]
 #
 # Environment: ROWS (50000), CLIENTS (4), COMPLETION (three_trips | one_trip), PER_STATEMENT (set:
-# pgbench -r, the mean latency of each command, printed on stderr). Each run copies a
-# template built as run-pull.sh builds it (scenario agg1000) and runs pgbench with as many claims
-# as fill 96 % of ROWS (so no claim comes back short), then counts the processed rows. Printed:
-# rows/s = processed rows / pgbench's run time (its tps without connection time, times B), the
-# pgbench process's CPU and the whole machine's CPU per row (from /proc/stat; PostgreSQL is almost
-# all of the rest on a quiet machine).
+# pgbench -r, the mean latency of each command, printed on stderr). Each run copies a template
+# built as run-pull.sh builds it (scenario agg1000) and runs as many pgbench transactions (claims)
+# as would take 96 % of ROWS if every claim came back full, then counts the processed rows.
+# Printed: rows/s = processed rows / pgbench's run time (claims / its tps without connection
+# time), the pgbench process's CPU and the whole machine's CPU per row (user + system + irq from
+# /proc/stat; on a quiet machine PostgreSQL is almost all of the rest).
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 RUNS=${1:-3}
