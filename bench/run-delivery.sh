@@ -59,8 +59,12 @@ case "$KIND" in
   hot)     keyexpr="CASE WHEN g % 2 = 0 THEN 'hot' ELSE 'key-' || ((g / 2) % $KEYS) END" ;;
 esac
 load_started=$(date +%s.%N)
-sql "$TEMPLATE" "INSERT INTO outbox (topic, key, payload)
-                 SELECT 'order.created', $keyexpr, jsonb_build_object('g', g)
+# IDS=ordered: ids that grow with the insert order, as time-ordered ids (UUIDv7) do, instead of the
+# table's default gen_random_uuid(): rows written together then share primary-key pages.
+idexpr="gen_random_uuid()"
+[ "${IDS:-random}" = ordered ] && idexpr="('00000000-0000-7000-8000-' || lpad(to_hex(g), 12, '0'))::uuid"
+sql "$TEMPLATE" "INSERT INTO outbox (id, topic, key, payload)
+                 SELECT $idexpr, 'order.created', $keyexpr, jsonb_build_object('g', g)
                    FROM generate_series(1, $N) g"
 # SETTLED=1: VACUUM the loaded rows as autovacuum does to a backlog that has waited a while (hint bits
 # and visibility map set); the default is a backlog bulk-loaded the moment before QueueBox starts.
