@@ -75,10 +75,6 @@ pub struct OutboxMetrics {
     pub claims_lost: metrics::Counter,
     /// `queuebox_outbox_process_errors_total`.
     pub process_errors: metrics::Counter,
-    /// `queuebox_outbox_messages_pending`.
-    pub pending: metrics::Gauge,
-    /// `queuebox_outbox_oldest_pending_age_seconds`.
-    pub oldest_pending_age: metrics::Gauge,
     /// `queuebox_outbox_processing_duration_seconds` and its `_max`.
     pub processing: Timer,
 }
@@ -100,13 +96,34 @@ impl OutboxMetrics {
             reclaimed: metrics::counter!(names::OUTBOX_MESSAGES_RECLAIMED_TOTAL),
             claims_lost: metrics::counter!(names::CLAIMS_LOST_TOTAL, "component" => "outbox"),
             process_errors: metrics::counter!(names::OUTBOX_PROCESS_ERRORS_TOTAL),
-            pending: metrics::gauge!(names::OUTBOX_MESSAGES_PENDING),
-            oldest_pending_age: metrics::gauge!(names::OUTBOX_OLDEST_PENDING_AGE_SECONDS),
             processing: Timer::new(
                 metrics::histogram!(names::OUTBOX_PROCESSING_DURATION_SECONDS),
                 metrics::gauge!(max_name(names::OUTBOX_PROCESSING_DURATION_SECONDS)),
             ),
         }
+    }
+}
+
+/// The outbox's pending gauges: `queuebox_outbox_messages_pending`,
+/// `queuebox_outbox_oldest_pending_age_seconds` and `queuebox_outbox_queue_depth{destination}`.
+///
+/// Unlike the other metrics they are registered by the dispatcher's first count, not at start: a
+/// scrape before that count shows no value instead of a zero nobody measured (the first count comes
+/// one interval after start, see the dispatcher's maintenance). They are set once per
+/// `outbox.pendingGaugeIntervalMs` at most, so the name lookup of each set does not matter.
+pub struct OutboxPendingGauges;
+
+impl OutboxPendingGauges {
+    /// Sets the total pending count and the age of the oldest pending row.
+    pub fn set_pending(pending: u64, oldest_age: Duration) {
+        metrics::gauge!(names::OUTBOX_MESSAGES_PENDING).set(pending as f64);
+        metrics::gauge!(names::OUTBOX_OLDEST_PENDING_AGE_SECONDS).set(oldest_age.as_secs_f64());
+    }
+
+    /// Sets the pending count of one destination.
+    pub fn set_queue_depth(destination: &str, pending: u64) {
+        metrics::gauge!(names::OUTBOX_QUEUE_DEPTH, "destination" => destination.to_owned())
+            .set(pending as f64);
     }
 }
 
@@ -116,8 +133,6 @@ pub struct DestinationMetrics {
     pub success: metrics::Counter,
     /// `queuebox_outbox_destination_messages_total{destination, outcome="failure"}`.
     pub failure: metrics::Counter,
-    /// `queuebox_outbox_queue_depth{destination}`.
-    pub queue_depth: metrics::Gauge,
     /// `queuebox_outbox_publish_duration_seconds{destination_type}` and its `_max`.
     pub publish: Timer,
 }
@@ -135,7 +150,6 @@ impl DestinationMetrics {
         Self {
             success: outcome("success"),
             failure: outcome("failure"),
-            queue_depth: metrics::gauge!(names::OUTBOX_QUEUE_DEPTH, "destination" => destination.to_owned()),
             publish: Timer::new(
                 metrics::histogram!(names::OUTBOX_PUBLISH_DURATION_SECONDS, "destination_type" => destination_type),
                 metrics::gauge!(

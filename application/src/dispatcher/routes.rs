@@ -1,7 +1,7 @@
 //! The routes and destinations as the dispatcher uses them: the domain router (first match wins)
 //! plus, per destination, its publisher and its metrics.
 
-use crate::telemetry::DestinationMetrics;
+use crate::telemetry::{DestinationMetrics, OutboxPendingGauges};
 use crate::transform::StageTransform;
 use queuebox_domain::outbox::DeliveryOutcome;
 use queuebox_domain::router::{RouteSpec, Router, RouterError};
@@ -130,7 +130,7 @@ impl RouteTable {
             }
         }
         for (destination, count) in self.destinations.iter().zip(depth) {
-            destination.metrics.queue_depth.set(count as f64);
+            OutboxPendingGauges::set_queue_depth(&destination.name, count);
         }
     }
 }
