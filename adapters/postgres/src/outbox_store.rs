@@ -4,8 +4,8 @@
 use crate::pool::Pool;
 use crate::statements::Statements;
 use crate::store_support::{
-    applied_positions, decode_walk_claim, header_pairs, millis, pool_error, storable_text,
-    store_error,
+    applied_positions, decode_walk_claim, header_pairs, millis, pool_error, sql_limit,
+    storable_text, store_error,
 };
 use async_trait::async_trait;
 use queuebox_ports::outbox::{
@@ -63,7 +63,7 @@ impl PgOutboxStore {
     ) -> Result<String, StoreError> {
         let result = sqlx::query(self.statements.outbox_claim_keyed.clone())
             .bind(cursor)
-            .bind(limit as i32)
+            .bind(sql_limit(limit))
             .bind(millis(lease))
             .bind(SCAN_BOUND)
             .fetch_all(&mut *connection)
@@ -105,7 +105,7 @@ impl PgOutboxStore {
             return Ok(());
         }
         let result = sqlx::query(self.statements.outbox_claim_unkeyed.clone())
-            .bind(limit as i32)
+            .bind(sql_limit(limit))
             .bind(millis(lease))
             .fetch_all(&mut *connection)
             .await

@@ -5,8 +5,8 @@
 use crate::pool::Pool;
 use crate::statements::Statements;
 use crate::store_support::{
-    applied_positions, decode_walk_claim, header_pairs, millis, pool_error, storable_text,
-    store_error,
+    applied_positions, decode_walk_claim, header_pairs, millis, pool_error, sql_limit,
+    storable_text, store_error,
 };
 use async_trait::async_trait;
 use queuebox_ports::inbox::{ForwardedRow, RelayRow, RelayStore};
@@ -64,7 +64,7 @@ impl PgRelayStore {
     ) -> Result<String, StoreError> {
         let result = sqlx::query(self.statements.relay_claim_keyed.clone())
             .bind(cursor)
-            .bind(i32::try_from(limit).unwrap_or(i32::MAX))
+            .bind(sql_limit(limit))
             .bind(millis(lease))
             .bind(SCAN_BOUND)
             .fetch_all(&mut *connection)
@@ -85,7 +85,7 @@ impl PgRelayStore {
             return Ok(());
         }
         let result = sqlx::query(self.statements.relay_claim_unkeyed.clone())
-            .bind(i32::try_from(limit).unwrap_or(i32::MAX))
+            .bind(sql_limit(limit))
             .bind(millis(lease))
             .fetch_all(&mut *connection)
             .await

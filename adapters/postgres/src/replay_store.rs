@@ -3,7 +3,7 @@
 
 use crate::pool::Pool;
 use crate::statements::Statements;
-use crate::store_support::{pool_error, store_error};
+use crate::store_support::{pool_error, sql_limit, store_error};
 use async_trait::async_trait;
 use queuebox_ports::outbox::StoreError;
 use queuebox_ports::replay::{ReplayCandidate, ReplaySelection, ReplayStore};
@@ -55,7 +55,7 @@ impl ReplayStore for PgReplayStore {
             .bind(selection.topics.as_deref())
             .bind(selection.created_after)
             .bind(selection.created_before)
-            .bind(i32::try_from(limit).unwrap_or(i32::MAX))
+            .bind(sql_limit(limit))
             .fetch_all(&mut *connection)
             .await
             .map_err(|e| store_error(OPERATION, e))?;

@@ -47,6 +47,12 @@ pub(crate) fn storable_text(text: &str) -> String {
     text.replace('\0', "")
 }
 
+/// A row count for an `int` bind parameter (LIMIT and the like), saturating rather than wrapping
+/// to a negative number.
+pub(crate) fn sql_limit(limit: u32) -> i32 {
+    i32::try_from(limit).unwrap_or(i32::MAX)
+}
+
 /// A duration as whole milliseconds for a bind parameter, saturating.
 pub(crate) fn millis(duration: Duration) -> i64 {
     i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
@@ -87,7 +93,7 @@ pub(crate) fn next_walk_cursor(
     let ready: i32 = row
         .try_get("ready")
         .map_err(|e| store_error(operation, e))?;
-    let limit = i32::try_from(limit).unwrap_or(i32::MAX);
+    let limit = sql_limit(limit);
     Ok(if ready >= limit || walked >= bound {
         last_key.unwrap_or_default()
     } else {
@@ -140,6 +146,12 @@ mod tests {
             applied_positions(4, &[1, 3, 9, 0, -2]),
             vec![true, false, true, false]
         );
+    }
+
+    #[test]
+    fn a_limit_beyond_int_saturates_instead_of_turning_negative() {
+        assert_eq!(sql_limit(500), 500);
+        assert_eq!(sql_limit(u32::MAX), i32::MAX);
     }
 
     #[test]
