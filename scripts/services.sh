@@ -21,6 +21,9 @@ PG_USER=queuebox
 PG_PASSWORD=queuebox
 PG_MAX_CONNECTIONS=300
 
+AMQP_PORT=5672
+RABBITMQ_START_SECONDS=120
+
 apt_updated=0
 apt_install() {
   if [ "$apt_updated" -eq 0 ]; then
@@ -95,4 +98,75 @@ SQL
   echo "export QB_TEST_PG_URL=postgres://$PG_USER:$PG_PASSWORD@127.0.0.1:$PG_PORT/postgres"
 }
 
+# RabbitMQ from Debian's package, on loopback, as the node rabbit@localhost (a fixed node name, so
+# the CLI tools find the node whatever the machine's host name resolves to).
+start_rabbitmq() {
+  if ! command -v rabbitmq-server >/dev/null 2>&1; then
+    # The package's maintainer scripts try to start the service through invoke-rc.d, which on a
+    # machine without systemd fails or hangs. A policy-rc.d that answers 101 ("action forbidden")
+    # makes invoke-rc.d skip the start; we start the server ourselves below. One already in place
+    # (container images ship one) is left alone.
+    local policy=/usr/sbin/policy-rc.d own_policy=0
+    if ! [ -e "$policy" ]; then
+      printf '#!/bin/sh\n# Written by QueueBox scripts/services.sh during a package install.\nexit 101\n' > "$policy"
+      chmod 755 "$policy"
+      own_policy=1
+    fi
+    local status=0
+    apt_install rabbitmq-server || status=$?
+    [ "$own_policy" -eq 0 ] || rm -f "$policy"
+    [ "$status" -eq 0 ] || die "installing rabbitmq-server failed"
+  fi
+
+  mkdir -p /etc/rabbitmq
+  local changed=0
+  # The AMQP listener on loopback only; no plugin is enabled, so no management listener exists.
+  local conf=/etc/rabbitmq/rabbitmq.conf wanted
+  wanted=$(cat <<CONF
+# Written by QueueBox scripts/services.sh for the test suite.
+listeners.tcp.1 = 127.0.0.1:$AMQP_PORT
+loopback_users.guest = true
+CONF
+)
+  if [ "$(cat "$conf" 2>/dev/null)" != "$wanted" ]; then
+    log "writing $conf"
+    printf '%s\n' "$wanted" > "$conf"
+    changed=1
+  fi
+  # The Erlang distribution port (used by rabbitmqctl) and epmd on loopback too.
+  local env_conf=/etc/rabbitmq/rabbitmq-env.conf
+  wanted=$(cat <<'CONF'
+# Written by QueueBox scripts/services.sh for the test suite.
+NODENAME=rabbit@localhost
+NODE_IP_ADDRESS=127.0.0.1
+export ERL_EPMD_ADDRESS=127.0.0.1
+SERVER_ADDITIONAL_ERL_ARGS="-kernel inet_dist_use_interface {127,0,0,1}"
+CONF
+)
+  if [ "$(cat "$env_conf" 2>/dev/null)" != "$wanted" ]; then
+    log "writing $env_conf"
+    printf '%s\n' "$wanted" > "$env_conf"
+    changed=1
+  fi
+
+  if rabbitmqctl -q status >/dev/null 2>&1; then
+    if [ "$changed" -eq 1 ]; then
+      log "restarting RabbitMQ to apply its settings"
+      rabbitmqctl -q stop >&2 || true
+      wait_for 60 "RabbitMQ stop" sh -c '! rabbitmqctl -q status'
+    fi
+  fi
+  if ! rabbitmqctl -q status >/dev/null 2>&1; then
+    log "starting RabbitMQ"
+    rabbitmq-server -detached >&2
+  fi
+  # await_startup returns at once with an error while the node is not yet reachable, so it is
+  # retried under the deadline; each try waits at most 10 s for a node that is booting.
+  wait_for "$RABBITMQ_START_SECONDS" "RabbitMQ" rabbitmqctl -q await_startup --timeout 10
+  wait_for 30 "RabbitMQ AMQP port" bash -c "exec 3<>/dev/tcp/127.0.0.1/$AMQP_PORT"
+  log "RabbitMQ ready on 127.0.0.1:$AMQP_PORT"
+  echo "export QB_TEST_AMQP_URL=amqp://guest:guest@127.0.0.1:$AMQP_PORT/%2f"
+}
+
 start_postgres
+start_rabbitmq
