@@ -1,7 +1,38 @@
-//! RabbitMQ source and publisher of QueueBox (not yet implemented).
+//! The RabbitMQ destination of QueueBox: outbox rows published to an exchange with lapin.
 //!
-//! Reserved so the `rabbitmq` feature of the binary has a crate to gate; the adapter arrives with its issue.
-//! A configuration that needs it fails at start with a message naming the missing support.
+//! [`RabbitmqPublisher`] implements the [`queuebox_ports::publish::Publisher`] port for one
+//! configured destination. It declares its exchange (durable, of the configured type; a templated
+//! exchange is declared once per rendered name), publishes every message with the `mandatory`
+//! flag on a channel in confirm mode, and reports success only on a broker ack that no
+//! `basic.return` preceded. Publishes overlap on the one channel, each waiting for its own confirm.
+//!
+//! The exchange comes from the destination's address template (or `exchangeFrom` column); the
+//! routing key from the destination's `routingKeyTemplate`. The publish port does not carry the
+//! matched route, so a route's own `routingKeyTemplate` cannot reach this crate yet (see
+//! [`RabbitmqPublisherOptions::routing_key_missing_field_default`]).
+//!
+//! Failure reasons are masked (the URL and its password never appear) and cut to
+//! [`RabbitmqPublisherOptions::max_reason_bytes`].
+//!
+//! This crate depends on the domain and the ports only; it never depends on the application or on
+//! another adapter.
+
+mod error;
+mod failure;
+mod link;
+mod message;
+mod options;
+mod publisher;
+mod tls;
+
+pub use error::RabbitmqError;
+pub use message::{CONTENT_TYPE, X_ATTEMPT, X_TOPIC};
+pub use options::{
+    DEFAULT_DELIVERY_MODE, DEFAULT_EXCHANGE_TYPE, DEFAULT_MAX_REASON_BYTES,
+    DEFAULT_RECONNECT_DELAY_MAX, DEFAULT_RECONNECT_DELAY_MIN, DEFAULT_ROUTING_KEY_TEMPLATE,
+    DEFAULT_TIMEOUT, DeliveryMode, ExchangeType, RabbitmqPublisherOptions,
+};
+pub use publisher::RabbitmqPublisher;
 
 /// The name of the backend this crate serves, used in start-up messages.
 pub const BACKEND: &str = "rabbitmq";

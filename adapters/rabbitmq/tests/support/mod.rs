@@ -1,0 +1,460 @@
+//! Shared helpers of the RabbitMQ publisher tests: the broker from `QB_TEST_AMQP_URL`, unique
+//! names, a test client that declares, binds and reads back, `rabbitmqctl`, and a TCP proxy that
+//! can hold or cut the publisher's connection.
+
+#![allow(dead_code, clippy::unwrap_used)]
+
+use lapin::options::{
+    BasicGetOptions, ExchangeDeclareOptions, ExchangeDeleteOptions, QueueBindOptions,
+    QueueDeclareOptions, QueueDeleteOptions,
+};
+use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
+use lapin::{BasicProperties, Channel, Connection, ConnectionProperties, ExchangeKind};
+use queuebox_domain::secret::Secret;
+use queuebox_ports::publish::OutboundMessage;
+use queuebox_rabbitmq::RabbitmqPublisherOptions;
+use std::future::Future;
+use std::process::Command;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+/// How long a test waits for a condition before it fails.
+pub const WAIT: Duration = Duration::from_secs(10);
+
+/// The broker URL, or `None` (with a message) when the variable is unset.
+pub fn amqp_url() -> Option<String> {
+    match std::env::var("QB_TEST_AMQP_URL") {
+        Ok(url) if !url.is_empty() => Some(url),
+        _ => {
+            eprintln!(
+                "skipped: QB_TEST_AMQP_URL is not set (eval \"$(bash scripts/services.sh)\" first)"
+            );
+            None
+        }
+    }
+}
+
+/// A name no other test uses.
+pub fn unique(prefix: &str) -> String {
+    format!("qb-test-{prefix}-{}", uuid::Uuid::new_v4().simple())
+}
+
+/// `url` with its virtual host replaced by `vhost`.
+pub fn with_vhost(url: &str, vhost: &str) -> String {
+    let start = url.find("://").map_or(0, |i| i + 3);
+    let end = url[start..].find('/').map_or(url.len(), |i| start + i);
+    format!("{}/{vhost}", &url[..end])
+}
+
+/// `url` with its port replaced by `port` (host kept).
+pub fn with_port(url: &str, port: u16) -> String {
+    let start = url.find("://").map_or(0, |i| i + 3);
+    let end = url[start..].find('/').map_or(url.len(), |i| start + i);
+    let authority = &url[start..end];
+    let host_end = authority.rfind(':').unwrap_or(authority.len());
+    format!(
+        "{}{}:{port}{}",
+        &url[..start],
+        &authority[..host_end],
+        &url[end..]
+    )
+}
+
+/// Options for a publisher to `exchange` on the test broker, with a short timeout.
+pub fn options(url: &str, exchange: &str) -> RabbitmqPublisherOptions {
+    let mut options = RabbitmqPublisherOptions::new("test-events", Secret::new(url), exchange);
+    options.timeout = Duration::from_secs(10);
+    options
+}
+
+/// A message of topic `topic`.
+pub fn message(topic: &str) -> OutboundMessage {
+    OutboundMessage {
+        id: uuid::Uuid::new_v4().to_string(),
+        topic: topic.to_owned(),
+        key: Some("cust-42".to_owned()),
+        aggregate_type: Some("order".to_owned()),
+        payload: r#"{"orderId":"o-1","region":"eu"}"#.to_owned(),
+        headers: vec![("x-tenant".to_owned(), "acme".to_owned())],
+        attempt: 0,
+    }
+}
+
+/// Polls `check` until it yields a value or [`WAIT`] passes.
+pub async fn wait_for<T, F, Fut>(what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + WAIT;
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// A message read back from a queue.
+#[derive(Debug)]
+pub struct Received {
+    pub exchange: String,
+    pub routing_key: String,
+    pub properties: BasicProperties,
+    pub body: Vec<u8>,
+}
+
+impl Received {
+    /// A header as text (a long string), if present.
+    pub fn header_text(&self, name: &str) -> Option<String> {
+        match self.header(name)? {
+            AMQPValue::LongString(value) => {
+                Some(String::from_utf8_lossy(value.as_bytes()).into_owned())
+            }
+            _ => None,
+        }
+    }
+
+    /// A header as it arrived.
+    pub fn header(&self, name: &str) -> Option<&AMQPValue> {
+        self.properties.headers().as_ref()?.inner().get(name)
+    }
+}
+
+/// The test's own connection, for topology and reading back.
+pub struct TestClient {
+    pub connection: Connection,
+    pub channel: Channel,
+}
+
+impl TestClient {
+    pub async fn connect(url: &str) -> Self {
+        let connection = Connection::connect(url, ConnectionProperties::default())
+            .await
+            .unwrap_or_else(|e| panic!("test client cannot connect: {e}"));
+        let channel = connection.create_channel().await.unwrap();
+        Self {
+            connection,
+            channel,
+        }
+    }
+
+    /// Declares `exchange` as the publisher does (durable) with `kind`.
+    pub async fn declare_exchange(&self, exchange: &str, kind: ExchangeKind) {
+        self.channel
+            .exchange_declare(
+                ShortString::from(exchange),
+                kind,
+                ExchangeDeclareOptions {
+                    durable: true,
+                    ..ExchangeDeclareOptions::default()
+                },
+                FieldTable::default(),
+            )
+            .await
+            .unwrap();
+    }
+
+    /// Declares an auto-deleted queue with `arguments` bound to `exchange` with `binding_key`.
+    pub async fn bind_queue(
+        &self,
+        queue: &str,
+        exchange: &str,
+        binding_key: &str,
+        arguments: FieldTable,
+    ) {
+        self.channel
+            .queue_declare(
+                ShortString::from(queue),
+                QueueDeclareOptions {
+                    durable: true,
+                    ..QueueDeclareOptions::default()
+                },
+                arguments,
+            )
+            .await
+            .unwrap();
+        self.channel
+            .queue_bind(
+                ShortString::from(queue),
+                ShortString::from(exchange),
+                ShortString::from(binding_key),
+                QueueBindOptions::default(),
+                FieldTable::default(),
+            )
+            .await
+            .unwrap();
+    }
+
+    /// The next message of `queue`, waiting up to [`WAIT`].
+    pub async fn next_message(&self, queue: &str) -> Received {
+        let channel = self.channel.clone();
+        let queue = queue.to_owned();
+        wait_for("a message in the queue", || {
+            let channel = channel.clone();
+            let queue = queue.clone();
+            async move {
+                let got = channel
+                    .basic_get(
+                        ShortString::from(queue.as_str()),
+                        BasicGetOptions { no_ack: true },
+                    )
+                    .await
+                    .unwrap()?;
+                let delivery = got.delivery;
+                Some(Received {
+                    exchange: delivery.exchange.to_string(),
+                    routing_key: delivery.routing_key.to_string(),
+                    properties: delivery.properties,
+                    body: delivery.data,
+                })
+            }
+        })
+        .await
+    }
+
+    /// How many messages `queue` holds now.
+    pub async fn depth(&self, queue: &str) -> u32 {
+        self.channel
+            .queue_declare(
+                ShortString::from(queue),
+                QueueDeclareOptions {
+                    passive: true,
+                    ..QueueDeclareOptions::default()
+                },
+                FieldTable::default(),
+            )
+            .await
+            .unwrap()
+            .message_count()
+    }
+
+    /// Removes what a test declared.
+    pub async fn clean(&self, exchanges: &[&str], queues: &[&str]) {
+        for queue in queues {
+            let _ = self
+                .channel
+                .queue_delete(ShortString::from(*queue), QueueDeleteOptions::default())
+                .await;
+        }
+        for exchange in exchanges {
+            let _ = self
+                .channel
+                .exchange_delete(
+                    ShortString::from(*exchange),
+                    ExchangeDeleteOptions::default(),
+                )
+                .await;
+        }
+    }
+}
+
+/// Queue arguments that make the broker nack every publish routed to the queue.
+pub fn reject_everything() -> FieldTable {
+    let mut arguments = FieldTable::default();
+    arguments.insert(ShortString::from("x-max-length"), AMQPValue::LongInt(0));
+    arguments.insert(
+        ShortString::from("x-overflow"),
+        AMQPValue::LongString(LongString::from("reject-publish")),
+    );
+    arguments
+}
+
+/// Runs `rabbitmqctl` with `args`; the test broker must be this machine's.
+pub fn rabbitmqctl(args: &[&str]) -> String {
+    let output = Command::new("rabbitmqctl")
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| {
+            panic!("this test needs rabbitmqctl of the broker at QB_TEST_AMQP_URL: {e}")
+        });
+    assert!(
+        output.status.success(),
+        "rabbitmqctl {args:?} failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// A virtual host of its own for one test, removed on drop.
+pub struct TestVhost {
+    pub name: String,
+}
+
+impl TestVhost {
+    pub fn create(user: &str) -> Self {
+        let name = unique("vhost");
+        rabbitmqctl(&["-q", "add_vhost", &name]);
+        rabbitmqctl(&["-q", "set_permissions", "-p", &name, user, ".*", ".*", ".*"]);
+        Self { name }
+    }
+
+    /// The number of client connections open on this vhost.
+    pub fn connections(&self) -> usize {
+        rabbitmqctl(&["-q", "--no-table-headers", "list_connections", "vhost"])
+            .lines()
+            .filter(|line| line.trim() == self.name)
+            .count()
+    }
+
+    /// Makes the broker close every connection of this vhost.
+    pub fn close_connections(&self) {
+        rabbitmqctl(&[
+            "-q",
+            "close_all_connections",
+            "-p",
+            &self.name,
+            "closed by the QueueBox test",
+        ]);
+    }
+}
+
+impl Drop for TestVhost {
+    fn drop(&mut self) {
+        let _ = Command::new("rabbitmqctl")
+            .args(["-q", "delete_vhost", &self.name])
+            .output();
+    }
+}
+
+/// A TCP proxy in front of the broker. It can hold the broker's bytes back (the client then
+/// waits for answers that do not come) and cut every connection it carries.
+pub struct Proxy {
+    pub port: u16,
+    shared: Arc<ProxyShared>,
+    epoch: watch::Sender<u64>,
+}
+
+struct ProxyShared {
+    hold_down: AtomicBool,
+    released: tokio::sync::Notify,
+    upstream_bytes: AtomicU64,
+}
+
+impl Proxy {
+    /// A proxy on 127.0.0.1 to `target` (`host:port`).
+    pub async fn start(target: String) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let shared = Arc::new(ProxyShared {
+            hold_down: AtomicBool::new(false),
+            released: tokio::sync::Notify::new(),
+            upstream_bytes: AtomicU64::new(0),
+        });
+        let (epoch, _) = watch::channel(0u64);
+        let accept_shared = Arc::clone(&shared);
+        let accept_epoch = epoch.clone();
+        tokio::spawn(async move {
+            while let Ok((client, _)) = listener.accept().await {
+                let Ok(broker) = TcpStream::connect(&target).await else {
+                    continue;
+                };
+                let shared = Arc::clone(&accept_shared);
+                let mut cut = accept_epoch.subscribe();
+                cut.mark_unchanged();
+                tokio::spawn(async move {
+                    tokio::select! {
+                        () = pipe(client, broker, shared) => {}
+                        _ = cut.changed() => {}
+                    }
+                });
+            }
+        });
+        Self {
+            port,
+            shared,
+            epoch,
+        }
+    }
+
+    /// Stops passing the broker's bytes to the client (they wait in the socket).
+    pub fn hold(&self) {
+        self.shared.hold_down.store(true, Ordering::SeqCst);
+    }
+
+    /// Passes the broker's bytes again.
+    pub fn release(&self) {
+        self.shared.hold_down.store(false, Ordering::SeqCst);
+        self.shared.released.notify_waiters();
+    }
+
+    /// Bytes the clients sent so far.
+    pub fn upstream_bytes(&self) -> u64 {
+        self.shared.upstream_bytes.load(Ordering::SeqCst)
+    }
+
+    /// Closes every connection the proxy carries now.
+    pub fn cut(&self) {
+        self.epoch.send_modify(|epoch| *epoch += 1);
+    }
+}
+
+async fn pipe(client: TcpStream, broker: TcpStream, shared: Arc<ProxyShared>) {
+    let (mut client_read, mut client_write) = client.into_split();
+    let (mut broker_read, mut broker_write) = broker.into_split();
+    let up_shared = Arc::clone(&shared);
+    let up = async move {
+        let mut buffer = vec![0u8; 16 * 1024];
+        loop {
+            let n = match client_read.read(&mut buffer).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => n,
+            };
+            up_shared
+                .upstream_bytes
+                .fetch_add(n as u64, Ordering::SeqCst);
+            if broker_write.write_all(&buffer[..n]).await.is_err() {
+                return;
+            }
+        }
+    };
+    let down = async move {
+        let mut buffer = vec![0u8; 16 * 1024];
+        loop {
+            let n = match broker_read.read(&mut buffer).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => n,
+            };
+            // Bytes read while the proxy holds wait here until it releases them (or is cut).
+            while shared.hold_down.load(Ordering::SeqCst) {
+                let released = shared.released.notified();
+                if !shared.hold_down.load(Ordering::SeqCst) {
+                    break;
+                }
+                released.await;
+            }
+            if client_write.write_all(&buffer[..n]).await.is_err() {
+                return;
+            }
+        }
+    };
+    tokio::select! {
+        () = up => {}
+        () = down => {}
+    }
+}
+
+/// `host:port` of the broker in `url`.
+pub fn broker_address(url: &str) -> String {
+    let start = url.find("://").map_or(0, |i| i + 3);
+    let end = url[start..].find('/').map_or(url.len(), |i| start + i);
+    let authority = &url[start..end];
+    let host_port = authority.rsplit_once('@').map_or(authority, |(_, hp)| hp);
+    if host_port.contains(':') {
+        host_port.to_owned()
+    } else {
+        format!("{host_port}:5672")
+    }
+}
+
+/// A port on 127.0.0.1 where nothing listens.
+pub fn closed_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap().port()
+}
