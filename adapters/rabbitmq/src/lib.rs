@@ -11,6 +11,24 @@
 //! matched route, so a route's own `routingKeyTemplate` cannot reach this crate yet (see
 //! [`RabbitmqPublisherOptions::routing_key_missing_field_default`]).
 //!
+//! Wiring (in the binary): one publisher per `destinations.<name>` of type `rabbitmq`, built once
+//! at start and held as `Arc<dyn Publisher>`:
+//!
+//! ```text
+//! name                               <- the key under `destinations`
+//! url                                <- `url` (a secret)
+//! exchange, exchange_from            <- `exchange`, `exchangeFrom`
+//! exchange_type, delivery_mode       <- `exchangeType`, `deliveryMode`
+//! routing_key_template               <- the destination `routingKeyTemplate`
+//! routing_key_missing_field_default  <- the routes' `routingKeyMissingFieldDefault` (see its doc)
+//! headers                            <- the destination `headers`, in file order
+//! max_reason_bytes                   <- `http.maxErrorBodyBytes`
+//! timeout                            <- DEFAULT_TIMEOUT (the configuration has no key for it)
+//! ```
+//!
+//! [`RabbitmqPublisher::new`] checks the settings without connecting; [`RabbitmqPublisher::connect`]
+//! may be called at start to connect and declare a literal exchange early.
+//!
 //! Failure reasons are masked (the URL and its password never appear) and cut to
 //! [`RabbitmqPublisherOptions::max_reason_bytes`].
 //!

@@ -191,3 +191,34 @@ async fn a_channel_closed_over_a_deleted_exchange_is_reopened_and_the_exchange_d
     assert_eq!(keys.first().map(String::as_str), Some("one"));
     client.clean(&[&exchange], &[&queue]).await;
 }
+
+#[tokio::test]
+async fn dropping_publish_futures_at_any_point_leaves_the_publisher_usable() {
+    let Some(url) = amqp_url() else { return };
+    let exchange = unique("dropped");
+    let queue = unique("dropped-q");
+    let client = TestClient::connect(&url).await;
+    client
+        .declare_exchange(&exchange, ExchangeKind::Topic)
+        .await;
+    client
+        .bind_queue(&queue, &exchange, "#", FieldTable::default())
+        .await;
+    // A fresh publisher, so the first drops land inside connecting and declaring, the later
+    // ones inside sending and waiting for the confirm.
+    let publisher = publisher(options(&url, &exchange));
+    for step in 0..40u64 {
+        let budget = Duration::from_micros(step * step * 20);
+        let _ = tokio::time::timeout(budget, publisher.publish(&message("dropped"))).await;
+    }
+    publisher
+        .publish(&message("kept"))
+        .await
+        .expect("the publisher still works");
+    let mut keys = Vec::new();
+    while keys.last().map(String::as_str) != Some("kept") {
+        keys.push(client.next_message(&queue).await.routing_key);
+        assert!(keys.len() <= 41, "more messages than publishes");
+    }
+    client.clean(&[&exchange], &[&queue]).await;
+}
