@@ -1,7 +1,6 @@
 //! Wiring of the admin routes: the credential check of `admin.auth`, the replay use case over the
 //! outbox table and the configured routes, and the JSONata transformer of the transform test.
 
-use crate::database::Database;
 use crate::delivery::route_specs;
 use crate::ingest::credential_check;
 use anyhow::Context as _;
@@ -9,6 +8,7 @@ use queuebox_application::replay::{DEFAULT_REPLAY_BATCH, ReplayService};
 use queuebox_config::Settings;
 use queuebox_domain::router::Router;
 use queuebox_http::AdminRoutes;
+use queuebox_ports::database::DatabaseBackend;
 use queuebox_transform::JsonataTransformer;
 use std::sync::Arc;
 
@@ -17,7 +17,10 @@ use std::sync::Arc;
 /// # Errors
 /// The routes do not compile (the configuration loader checks them first, so this is a last
 /// guard).
-pub fn routes(settings: &Settings, database: &Database) -> anyhow::Result<Option<AdminRoutes>> {
+pub fn routes(
+    settings: &Settings,
+    database: &dyn DatabaseBackend,
+) -> anyhow::Result<Option<AdminRoutes>> {
     let admin = &settings.admin;
     if !admin.enabled {
         return Ok(None);

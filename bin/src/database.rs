@@ -1,110 +1,45 @@
-//! The database backend chosen by `database.type`, among those compiled in.
+//! The database backend chosen by `database.type`, among those compiled in. This is the one place
+//! that names a database product; everything after it holds an `Arc<dyn DatabaseBackend>`.
 
 use anyhow::Context as _;
-use queuebox_ports::database::{DatabaseKind, DatabaseOptions};
-use queuebox_ports::health::HealthCheck;
-use queuebox_ports::inbox::{InboxStore, RelayStore};
-use queuebox_ports::outbox::OutboxStore;
-use queuebox_ports::replay::ReplayStore;
-use queuebox_ports::retention::RetentionStore;
+use queuebox_ports::database::{DatabaseBackend, DatabaseKind, DatabaseOptions};
 use std::sync::Arc;
 
-/// An open, prepared database of one of the compiled-in kinds.
-pub enum Database {
-    /// PostgreSQL through sqlx.
-    #[cfg(feature = "postgres")]
-    Postgres(queuebox_postgres::PostgresDatabase),
+/// Waits for the database (up to `database.startupTimeoutMs`) and opens the pool of the backend
+/// `database.type` names.
+///
+/// # Errors
+/// The database stays unreachable or refuses the login, or its kind has no backend in this build.
+pub async fn connect(options: &DatabaseOptions) -> anyhow::Result<Arc<dyn DatabaseBackend>> {
+    match options.target.kind {
+        DatabaseKind::Postgresql => connect_postgres(options).await,
+        DatabaseKind::Sqlserver => anyhow::bail!(
+            "database.type is sqlserver, and SQL Server support is not implemented yet in this version"
+        ),
+    }
 }
 
-impl Database {
-    /// Waits for the database (up to `database.startupTimeoutMs`) and opens the pool.
-    pub async fn connect(options: &DatabaseOptions) -> anyhow::Result<Self> {
-        match options.target.kind {
-            DatabaseKind::Postgresql => connect_postgres(options).await,
-            DatabaseKind::Sqlserver => anyhow::bail!(
-                "database.type is sqlserver, and SQL Server support is not implemented yet in this version"
-            ),
-        }
-    }
-
-    /// Applies the migrations (when `database.migrate` is true) and checks the required columns.
-    pub async fn prepare(&self) -> anyhow::Result<()> {
-        match self {
-            #[cfg(feature = "postgres")]
-            Database::Postgres(db) => db
-                .prepare()
-                .await
-                .context("preparing the PostgreSQL schema"),
-        }
-    }
-
-    /// The outbox table, for the dispatcher.
-    pub fn outbox_store(&self) -> Arc<dyn OutboxStore> {
-        match self {
-            #[cfg(feature = "postgres")]
-            Database::Postgres(db) => Arc::new(db.outbox_store()),
-        }
-    }
-
-    /// The inbox table, for the ingest pipeline.
-    pub fn inbox_store(&self) -> Arc<dyn InboxStore> {
-        match self {
-            #[cfg(feature = "postgres")]
-            Database::Postgres(db) => Arc::new(db.inbox_store()),
-        }
-    }
-
-    /// The inbox table, for the relay.
-    pub fn relay_store(&self) -> Arc<dyn RelayStore> {
-        match self {
-            #[cfg(feature = "postgres")]
-            Database::Postgres(db) => Arc::new(db.relay_store()),
-        }
-    }
-
-    /// The outbox table, for replay.
-    pub fn replay_store(&self) -> Arc<dyn ReplayStore> {
-        match self {
-            #[cfg(feature = "postgres")]
-            Database::Postgres(db) => Arc::new(db.replay_store()),
-        }
-    }
-
-    /// Both tables, for the retention cleanup.
-    pub fn retention_store(&self) -> Arc<dyn RetentionStore> {
-        match self {
-            #[cfg(feature = "postgres")]
-            Database::Postgres(db) => Arc::new(db.retention_store()),
-        }
-    }
-
-    /// The `database` health component.
-    pub fn health_check(&self) -> Arc<dyn HealthCheck> {
-        match self {
-            #[cfg(feature = "postgres")]
-            Database::Postgres(db) => db.health_check(),
-        }
-    }
-
-    /// Closes the pool; waits for connections in use to come back.
-    pub async fn close(self) {
-        match self {
-            #[cfg(feature = "postgres")]
-            Database::Postgres(db) => db.close().await,
-        }
-    }
+/// Applies the migrations (when `database.migrate` is true) and checks the required columns.
+///
+/// # Errors
+/// The backend's own error, under a line that names the product.
+pub async fn prepare(database: &dyn DatabaseBackend) -> anyhow::Result<()> {
+    database
+        .prepare()
+        .await
+        .with_context(|| format!("preparing the {} schema", database.kind().product()))
 }
 
 #[cfg(feature = "postgres")]
-async fn connect_postgres(options: &DatabaseOptions) -> anyhow::Result<Database> {
+async fn connect_postgres(options: &DatabaseOptions) -> anyhow::Result<Arc<dyn DatabaseBackend>> {
     let db = queuebox_postgres::connect(options)
         .await
         .with_context(|| format!("connecting to {}", options.target.display_url()))?;
-    Ok(Database::Postgres(db))
+    Ok(Arc::new(db))
 }
 
 #[cfg(not(feature = "postgres"))]
-async fn connect_postgres(_options: &DatabaseOptions) -> anyhow::Result<Database> {
+async fn connect_postgres(_options: &DatabaseOptions) -> anyhow::Result<Arc<dyn DatabaseBackend>> {
     anyhow::bail!(
         "database.type is postgresql, but this binary was built without the `postgres` feature"
     )

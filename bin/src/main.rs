@@ -3,7 +3,7 @@
 
 use clap::Parser as _;
 use queuebox::cli::{Cli, Command};
-use queuebox::{backends, database::Database, logging, serve, signals, telemetry};
+use queuebox::{backends, database, logging, serve, signals, telemetry};
 use std::process::ExitCode;
 
 // mimalloc instead of the system allocator: in a profile of an outbox drain, glibc's malloc and free
@@ -84,9 +84,9 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Migrate => {
             let mut options = loaded.settings.database_options();
             options.migrate = true;
-            let database = Database::connect(&options).await?;
-            database.prepare().await?;
-            database.close().await;
+            let db = database::connect(&options).await?;
+            database::prepare(db.as_ref()).await?;
+            db.close().await;
             tracing::info!("migrations applied");
             Ok(ExitCode::SUCCESS)
         }

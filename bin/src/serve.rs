@@ -1,7 +1,7 @@
 //! `queuebox serve`: start every part in order, run until a stop signal, stop in the documented order.
 
 use crate::admin;
-use crate::database::Database;
+use crate::database;
 use crate::delivery;
 use crate::ingest;
 use crate::transforms;
@@ -52,8 +52,8 @@ pub async fn run(
     stop: impl Future<Output = ()>,
 ) -> anyhow::Result<()> {
     let started = Instant::now();
-    let database = Database::connect(&settings.database_options()).await?;
-    database.prepare().await?;
+    let database = database::connect(&settings.database_options()).await?;
+    database::prepare(database.as_ref()).await?;
 
     let mut health = HealthRegistry::default();
     health.register(database.health_check());
@@ -109,7 +109,7 @@ pub async fn run(
         }
     }
 
-    let admin_routes = admin::routes(&settings, &database)?;
+    let admin_routes = admin::routes(&settings, database.as_ref())?;
     let server = HttpServer::start(
         listeners,
         ServerOptions {

@@ -1,9 +1,18 @@
-//! Where the database is, as the configuration names it, independent of any driver.
+//! The database port: where the database is, as the configuration names it, independent of any
+//! driver, and [`DatabaseBackend`], the open database the binary wires the use cases to.
 
+use crate::health::HealthCheck;
+use crate::inbox::{InboxStore, RelayStore};
+use crate::outbox::OutboxStore;
+use crate::replay::ReplayStore;
+use crate::retention::RetentionStore;
+use async_trait::async_trait;
 use queuebox_domain::mapping::SchemaNames;
 use queuebox_domain::secret::Secret;
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
+use thiserror::Error;
 
 /// The database product of `database.type`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -20,6 +29,14 @@ impl DatabaseKind {
         match self {
             DatabaseKind::Postgresql => "postgresql",
             DatabaseKind::Sqlserver => "sqlserver",
+        }
+    }
+
+    /// The product name, for messages.
+    pub fn product(self) -> &'static str {
+        match self {
+            DatabaseKind::Postgresql => "PostgreSQL",
+            DatabaseKind::Sqlserver => "SQL Server",
         }
     }
 }
@@ -126,4 +143,59 @@ pub struct DatabaseOptions {
     pub migrate: bool,
     /// Table and column names.
     pub schema: SchemaNames,
+}
+
+/// A failure to prepare the database at start (a migration, the schema check). It displays as the
+/// adapter's own error and keeps that error's causes, so the start prints the whole chain.
+#[derive(Debug, Error)]
+#[error(transparent)]
+pub struct DatabaseError(Box<dyn std::error::Error + Send + Sync + 'static>);
+
+impl DatabaseError {
+    /// Wraps an adapter's error, whose text and causes MUST NOT hold a credential.
+    pub fn new(error: impl std::error::Error + Send + Sync + 'static) -> Self {
+        Self(Box::new(error))
+    }
+}
+
+/// An open database of one product, connected by its adapter: the stores every use case takes and
+/// the `database` health component. The binary holds it as `Arc<dyn DatabaseBackend>`, so nothing
+/// past the one place that connects names the product.
+///
+/// Each store shares the backend's pool; asking for a store twice gives two handles on the same
+/// pool, never a second pool.
+#[async_trait]
+pub trait DatabaseBackend: Send + Sync {
+    /// The product this backend talks to.
+    fn kind(&self) -> DatabaseKind;
+
+    /// Applies the bundled migrations when `database.migrate` is true, then checks the schema the
+    /// stores need (tables, columns, renamed names).
+    ///
+    /// # Errors
+    /// A [`DatabaseError`] naming what is wrong (a failed migration, a changed migration file, a
+    /// missing column with the statement that adds it); the start stops on it.
+    async fn prepare(&self) -> Result<(), DatabaseError>;
+
+    /// The outbox table, for the dispatcher.
+    fn outbox_store(&self) -> Arc<dyn OutboxStore>;
+
+    /// The inbox table, for the ingest pipeline.
+    fn inbox_store(&self) -> Arc<dyn InboxStore>;
+
+    /// The inbox table, for the relay.
+    fn relay_store(&self) -> Arc<dyn RelayStore>;
+
+    /// The outbox table, for replay.
+    fn replay_store(&self) -> Arc<dyn ReplayStore>;
+
+    /// Both tables, for the retention cleanup.
+    fn retention_store(&self) -> Arc<dyn RetentionStore>;
+
+    /// The `database` health component.
+    fn health_check(&self) -> Arc<dyn HealthCheck>;
+
+    /// Closes the pool, waiting for connections in use to come back. Called once, last, after
+    /// every worker has stopped.
+    async fn close(&self);
 }

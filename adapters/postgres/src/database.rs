@@ -3,9 +3,14 @@
 
 use std::sync::Arc;
 
+use async_trait::async_trait;
 use queuebox_domain::mapping::SchemaNames;
-use queuebox_ports::database::DatabaseOptions;
+use queuebox_ports::database::{DatabaseBackend, DatabaseError, DatabaseKind, DatabaseOptions};
 use queuebox_ports::health::HealthCheck;
+use queuebox_ports::inbox::{InboxStore, RelayStore};
+use queuebox_ports::outbox::OutboxStore;
+use queuebox_ports::replay::ReplayStore;
+use queuebox_ports::retention::RetentionStore;
 
 use crate::connect::{connect_options, wait_for_database};
 use crate::error::PostgresError;
@@ -87,7 +92,7 @@ impl PostgresDatabase {
         &self.pool
     }
 
-    /// The statements rendered for the configured names.
+    /// The outbox table as the dispatcher claims and finishes its rows.
     pub fn outbox_store(&self) -> crate::outbox_store::PgOutboxStore {
         crate::outbox_store::PgOutboxStore::new(self.pool.clone(), Arc::clone(&self.statements))
     }
@@ -136,6 +141,48 @@ impl PostgresDatabase {
     /// Closes the pool, waiting for borrowed connections to come back.
     pub async fn close(&self) {
         self.pool.close().await;
+    }
+}
+
+/// The port the binary wires: each method hands out the typed store of the same name above.
+#[async_trait]
+impl DatabaseBackend for PostgresDatabase {
+    fn kind(&self) -> DatabaseKind {
+        DatabaseKind::Postgresql
+    }
+
+    async fn prepare(&self) -> Result<(), DatabaseError> {
+        PostgresDatabase::prepare(self)
+            .await
+            .map_err(DatabaseError::new)
+    }
+
+    fn outbox_store(&self) -> Arc<dyn OutboxStore> {
+        Arc::new(PostgresDatabase::outbox_store(self))
+    }
+
+    fn inbox_store(&self) -> Arc<dyn InboxStore> {
+        Arc::new(PostgresDatabase::inbox_store(self))
+    }
+
+    fn relay_store(&self) -> Arc<dyn RelayStore> {
+        Arc::new(PostgresDatabase::relay_store(self))
+    }
+
+    fn replay_store(&self) -> Arc<dyn ReplayStore> {
+        Arc::new(PostgresDatabase::replay_store(self))
+    }
+
+    fn retention_store(&self) -> Arc<dyn RetentionStore> {
+        Arc::new(PostgresDatabase::retention_store(self))
+    }
+
+    fn health_check(&self) -> Arc<dyn HealthCheck> {
+        PostgresDatabase::health_check(self)
+    }
+
+    async fn close(&self) {
+        PostgresDatabase::close(self).await;
     }
 }
 
