@@ -1,6 +1,8 @@
-//! The database backend chosen by `database.type`, among those compiled in. This is the one place
-//! that names a database product; everything after it holds an `Arc<dyn DatabaseBackend>`.
+//! The database backend chosen by `database.type`, among those compiled in: the one match on the
+//! database kind (each kind's wiring is in `crate::backends`); everything after it holds an
+//! `Arc<dyn DatabaseBackend>`.
 
+use crate::backends;
 use anyhow::Context as _;
 use queuebox_ports::database::{DatabaseBackend, DatabaseKind, DatabaseOptions};
 use std::sync::Arc;
@@ -12,10 +14,13 @@ use std::sync::Arc;
 /// The database stays unreachable or refuses the login, or its kind has no backend in this build.
 pub async fn connect(options: &DatabaseOptions) -> anyhow::Result<Arc<dyn DatabaseBackend>> {
     match options.target.kind {
-        DatabaseKind::Postgresql => connect_postgres(options).await,
-        DatabaseKind::Sqlserver => anyhow::bail!(
-            "database.type is sqlserver, and SQL Server support is not implemented yet in this version"
-        ),
+        #[cfg(feature = "postgres")]
+        DatabaseKind::Postgresql => backends::postgres::connect(options).await,
+        #[cfg(not(feature = "postgres"))]
+        DatabaseKind::Postgresql => {
+            anyhow::bail!(backends::Feature::Postgres.missing("database.type is postgresql"))
+        }
+        DatabaseKind::Sqlserver => Err(backends::unwired::database(DatabaseKind::Sqlserver)),
     }
 }
 
@@ -28,19 +33,4 @@ pub async fn prepare(database: &dyn DatabaseBackend) -> anyhow::Result<()> {
         .prepare()
         .await
         .with_context(|| format!("preparing the {} schema", database.kind().product()))
-}
-
-#[cfg(feature = "postgres")]
-async fn connect_postgres(options: &DatabaseOptions) -> anyhow::Result<Arc<dyn DatabaseBackend>> {
-    let db = queuebox_postgres::connect(options)
-        .await
-        .with_context(|| format!("connecting to {}", options.target.display_url()))?;
-    Ok(Arc::new(db))
-}
-
-#[cfg(not(feature = "postgres"))]
-async fn connect_postgres(_options: &DatabaseOptions) -> anyhow::Result<Arc<dyn DatabaseBackend>> {
-    anyhow::bail!(
-        "database.type is postgresql, but this binary was built without the `postgres` feature"
-    )
 }

@@ -1,8 +1,10 @@
-//! Wiring of the inbox sources: the ingest pipeline's view of each configured source, and the
-//! routes of the HTTP sources.
+//! The ingest pipeline's view of each configured source: what the `sources.<name>` block says
+//! beyond its kind's connection keys (paths, consumption, credentials, filter, rate limit,
+//! transform). Starting the sources is the business of their kind's wiring module
+//! (`crate::backends`).
 
 use crate::transforms::Transforms;
-use anyhow::{Context as _, bail};
+use anyhow::Context as _;
 use queuebox_application::ingest::{IngestKind, IngestSource};
 use queuebox_config::{
     Consumption as ConfiguredConsumption, FilterCondition, FilterRule, HeaderFilter as Filter,
@@ -13,43 +15,21 @@ use queuebox_domain::glob::TopicPattern;
 use queuebox_domain::inbox::auth::{CredentialCheck, HmacAlgorithm, HmacCheck, TimestampRule};
 use queuebox_domain::inbox::filter::{Condition, HeaderFilter, HeaderRule};
 use queuebox_domain::jsonpath::JsonPath;
-use queuebox_http::InboxRoute;
 use queuebox_ports::inbox::Consumption;
-use std::collections::HashMap;
 
-/// The pipeline view of every source, and one route per HTTP source.
+/// The pipeline view of every source, with its compiled transform.
 ///
 /// # Errors
 /// A path or glob that does not compile (the configuration loader checks them first, so this is a
-/// last guard), or two HTTP sources that answer at the same path.
-pub fn sources(
-    settings: &Settings,
-    transforms: &Transforms,
-) -> anyhow::Result<(Vec<IngestSource>, Vec<InboxRoute>)> {
+/// last guard).
+pub fn sources(settings: &Settings, transforms: &Transforms) -> anyhow::Result<Vec<IngestSource>> {
     let mut specs = Vec::with_capacity(settings.sources.len());
-    let mut routes: Vec<InboxRoute> = Vec::new();
-    let mut paths: HashMap<String, String> = HashMap::new();
     for (name, source) in &settings.sources {
         let mut spec = ingest_source(name, source).with_context(|| format!("sources.{name}"))?;
         spec.transform = transforms.sources.get(name).cloned();
         specs.push(spec);
-        if let SourceKind::Http(http) = &source.kind {
-            let path = route_path(&settings.inbox.base_path, &http.path);
-            if let Some(other) = paths.insert(path.clone(), name.clone()) {
-                bail!("sources.{other} and sources.{name} both answer at POST {path}");
-            }
-            routes.push(InboxRoute {
-                path,
-                source: name.clone(),
-            });
-        }
     }
-    Ok((specs, routes))
-}
-
-/// `inbox.basePath` followed by the source's `path`, without a doubled `/` between them.
-fn route_path(base_path: &str, path: &str) -> String {
-    format!("{}{}", base_path.trim_end_matches('/'), path)
+    Ok(specs)
 }
 
 fn ingest_source(name: &str, source: &Source) -> anyhow::Result<IngestSource> {
@@ -67,7 +47,7 @@ fn ingest_source(name: &str, source: &Source) -> anyhow::Result<IngestSource> {
             source.rate_limit.map(|limit| limit.requests_per_minute),
         ),
         // The auth block and the rate limit belong to HTTP sources; the other kinds ignore them.
-        _ => (None, None),
+        SourceKind::Rabbitmq(_) | SourceKind::Kafka(_) | SourceKind::Nats(_) => (None, None),
     };
     Ok(IngestSource {
         name: name.to_owned(),
@@ -147,16 +127,4 @@ fn header_filter(filter: &Filter) -> anyhow::Result<HeaderFilter> {
         require: rules(&filter.require, "require")?,
         exclude: rules(&filter.exclude, "exclude")?,
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::route_path;
-
-    #[test]
-    fn the_route_joins_base_path_and_path_once() {
-        assert_eq!(route_path("/inbox", "/stripe"), "/inbox/stripe");
-        assert_eq!(route_path("/inbox/", "/stripe"), "/inbox/stripe");
-        assert_eq!(route_path("/", "/stripe"), "/stripe");
-    }
 }

@@ -1,6 +1,7 @@
 //! `queuebox serve`: start every part in order, run until a stop signal, stop in the documented order.
 
 use crate::admin;
+use crate::backends;
 use crate::database;
 use crate::delivery;
 use crate::ingest;
@@ -15,8 +16,8 @@ use queuebox_application::lifecycle::Workers;
 use queuebox_application::relay::Relay;
 use queuebox_application::retention::RetentionService;
 use queuebox_config::Settings;
-use queuebox_config::SourceKind;
 use queuebox_http::{HttpServer, InboxRoutes, Listeners, MetricsRender, ServerOptions};
+use queuebox_ports::ingest::Ingest;
 use std::future::Future;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::Arc;
@@ -88,26 +89,20 @@ pub async fn run(
         workers.spawn("retention", move |stop| retention.run(stop));
     }
 
-    let (ingest_sources, inbox_routes) = ingest::sources(&settings, &transforms)?;
     // Concurrent inserts share one statement and one commit (see CoalescingInbox): at thousands
     // of requests a second the per-statement cost, not the row, is what limits ingestion.
     let inbox = CoalescingInbox::new(
         database.inbox_store(),
         CoalesceOptions::for_pool(settings.database.pool_size),
     );
-    let pipeline = IngestPipeline::new(Arc::new(inbox), ingest_sources, system_clock());
-    for route in &inbox_routes {
-        tracing::info!(source = %route.source, path = %route.path, "inbox source served");
-    }
-    for (name, source) in &settings.sources {
-        if !matches!(source.kind, SourceKind::Http(_)) {
-            tracing::warn!(
-                source = %name,
-                kind = source.kind.name(),
-                "broker inbox sources are not served by this version yet: the source is validated but not started"
-            );
-        }
-    }
+    let pipeline: Arc<dyn Ingest> = Arc::new(IngestPipeline::new(
+        Arc::new(inbox),
+        ingest::sources(&settings, &transforms)?,
+        system_clock(),
+    ));
+    let inbox_routes = backends::start_sources(&settings, &pipeline)
+        .await?
+        .run(&mut workers, &mut health);
 
     let admin_routes = admin::routes(&settings, database.as_ref())?;
     let server = HttpServer::start(
@@ -117,7 +112,7 @@ pub async fn run(
         },
         InboxRoutes {
             routes: inbox_routes,
-            ingest: Arc::new(pipeline),
+            ingest: pipeline,
         },
         Arc::new(health),
         metrics,
