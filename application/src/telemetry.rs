@@ -2,6 +2,7 @@
 //! its name taken from `queuebox_ports::metrics`, so the scrape matches the documented names.
 
 use queuebox_ports::metrics as names;
+use queuebox_ports::publish::PublishErrorKind;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -135,6 +136,8 @@ pub struct DestinationMetrics {
     pub failure: metrics::Counter,
     /// `queuebox_outbox_publish_duration_seconds{destination_type}` and its `_max`.
     pub publish: Timer,
+    destination: String,
+    destination_type: &'static str,
 }
 
 impl DestinationMetrics {
@@ -157,7 +160,25 @@ impl DestinationMetrics {
                     "destination_type" => destination_type
                 ),
             ),
+            destination: destination.to_owned(),
+            destination_type,
         }
+    }
+
+    /// A failed publish: `queuebox_outbox_destination_messages_total{outcome="failure"}` and
+    /// `queuebox_outbox_publish_failures_total{destination, destination_type, kind}`, so a nack, an
+    /// unroutable message and an unreachable broker can be told apart. The second is recorded by
+    /// name when it happens, so a kind appears in the scrape only after its first failure (a
+    /// handle per kind and destination, registered at start, would be mostly zeros).
+    pub fn publish_failed(&self, kind: PublishErrorKind) {
+        self.failure.increment(1);
+        metrics::counter!(
+            names::OUTBOX_PUBLISH_FAILURES_TOTAL,
+            "destination" => self.destination.clone(),
+            "destination_type" => self.destination_type,
+            "kind" => kind.as_str()
+        )
+        .increment(1);
     }
 }
 

@@ -27,6 +27,10 @@ pub const OUTBOX_PROCESSING_DURATION_SECONDS: &str = "queuebox_outbox_processing
 pub const OUTBOX_PUBLISH_DURATION_SECONDS: &str = "queuebox_outbox_publish_duration_seconds";
 /// Messages per destination and outcome, labels `destination`, `outcome` = success | failure.
 pub const OUTBOX_DESTINATION_MESSAGES_TOTAL: &str = "queuebox_outbox_destination_messages_total";
+/// Failed publishes by cause, labels `destination`, `destination_type` and `kind` (the
+/// [`crate::publish::PublishErrorKind`] label: rejected | timeout | unreachable | auth |
+/// invalid_message | other). Not in the documented scrape: an addition (features.md).
+pub const OUTBOX_PUBLISH_FAILURES_TOTAL: &str = "queuebox_outbox_publish_failures_total";
 /// Messages waiting for one destination, label `destination`.
 pub const OUTBOX_QUEUE_DEPTH: &str = "queuebox_outbox_queue_depth";
 /// HTTP publish responses, label `status_class` = 1xx | 2xx | 3xx | 4xx | 5xx | other.

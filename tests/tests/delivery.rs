@@ -327,8 +327,9 @@ async fn a_5xx_answer_schedules_a_retry_and_the_next_attempt_delivers() {
 }
 
 /// Delivers one row to `setup`; returns the row after its first failed attempt and how long after
-/// the insert that failure was written.
-async fn first_attempt_fails(setup: Setup<'_>) -> (RowState, Duration) {
+/// the insert that failure was written. The failure is counted under its cause `kind`, and the
+/// log line of the retry names it.
+async fn first_attempt_fails(setup: Setup<'_>, kind: &str) -> (RowState, Duration) {
     let service = Service::start(Setup {
         retry_base_delay_ms: NO_RETRY_DURING_TEST_MS,
         ..setup
@@ -354,6 +355,23 @@ async fn first_attempt_fails(setup: Setup<'_>) -> (RowState, Duration) {
         .wait_metric(r#"queuebox_outbox_messages_total{status="failed"}"#, 1.0)
         .await;
     assert_eq!(failed, 1.0);
+    let metrics = service.metrics().await;
+    let by_cause = format!(
+        r#"queuebox_outbox_publish_failures_total{{destination="hook",destination_type="http",kind="{kind}"}}"#
+    );
+    assert_eq!(sample(&metrics, &by_cause), 1.0, "{metrics}");
+    let field = format!("kind={kind}");
+    wait_until(
+        "the retry's log line naming the cause",
+        DELIVERY,
+        || async {
+            let log = queuebox_tests::without_colours(&service.qb.log());
+            log.lines()
+                .any(|line| line.contains("delivery failed") && line.contains(&field))
+                .then_some(())
+        },
+    )
+    .await;
     service.stop().await;
     (row, failed_after)
 }
@@ -361,7 +379,7 @@ async fn first_attempt_fails(setup: Setup<'_>) -> (RowState, Duration) {
 #[tokio::test]
 async fn a_4xx_answer_fails_the_attempt_and_retries() {
     let receiver = Receiver::start(Policy::status(422)).await;
-    let (row, _) = first_attempt_fails(Setup::to(receiver.url())).await;
+    let (row, _) = first_attempt_fails(Setup::to(receiver.url()), "rejected").await;
     let error = row.last_error.unwrap_or_default();
     assert!(error.contains("422"), "{error}");
     assert_eq!(receiver.count(), 1);
@@ -372,7 +390,7 @@ async fn a_redirect_is_not_followed_and_fails_the_attempt() {
     let target = Receiver::start(Policy::status(200)).await;
     let redirecting =
         Receiver::start(Policy::redirect(&format!("{}/elsewhere", target.url()))).await;
-    let (row, _) = first_attempt_fails(Setup::to(redirecting.url())).await;
+    let (row, _) = first_attempt_fails(Setup::to(redirecting.url()), "rejected").await;
     let error = row.last_error.unwrap_or_default();
     assert!(error.contains("302"), "{error}");
     assert!(error.contains("redirects are not followed"), "{error}");
@@ -388,10 +406,13 @@ async fn a_redirect_is_not_followed_and_fails_the_attempt() {
 async fn a_receiver_slower_than_the_timeout_fails_the_attempt() {
     // The receiver would answer 200 after 5 s; the destination gives up after 300 ms.
     let receiver = Receiver::start(Policy::status(200).with_delay(Duration::from_secs(5))).await;
-    let (row, failed_after) = first_attempt_fails(Setup {
-        timeout_ms: 300,
-        ..Setup::to(receiver.url())
-    })
+    let (row, failed_after) = first_attempt_fails(
+        Setup {
+            timeout_ms: 300,
+            ..Setup::to(receiver.url())
+        },
+        "timeout",
+    )
     .await;
     let error = row.last_error.unwrap_or_default();
     assert!(error.contains("no answer within 300 ms"), "{error}");
@@ -407,7 +428,11 @@ async fn a_receiver_slower_than_the_timeout_fails_the_attempt() {
 async fn a_refused_connection_fails_the_attempt() {
     // Nothing listens on a port that was free a moment ago.
     let closed = free_port();
-    let (row, _) = first_attempt_fails(Setup::to(format!("http://127.0.0.1:{closed}"))).await;
+    let (row, _) = first_attempt_fails(
+        Setup::to(format!("http://127.0.0.1:{closed}")),
+        "unreachable",
+    )
+    .await;
     let error = row.last_error.unwrap_or_default();
     assert!(error.contains("could not connect"), "{error}");
     assert!(error.contains(&format!("127.0.0.1:{closed}")), "{error}");

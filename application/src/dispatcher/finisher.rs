@@ -7,6 +7,7 @@
 
 use crate::telemetry::OutboxMetrics;
 use queuebox_ports::outbox::{FencedFinish, Finish, OutboxStore};
+use queuebox_ports::publish::PublishErrorKind;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{Notify, mpsc};
@@ -23,6 +24,9 @@ const MAX_TRIES: u32 = 5;
 /// write is done, so a renewal never runs for a row that is already finished.
 pub(crate) struct Pending {
     pub(crate) write: FencedFinish,
+    /// The cause of the failed publish that led to a retry or dead write, for its log line;
+    /// `None` when no publish failed (a transform, no route, a release).
+    pub(crate) publish_error: Option<PublishErrorKind>,
     pub(crate) on_written: Box<dyn FnOnce() + Send>,
 }
 
@@ -73,13 +77,18 @@ async fn write_batch(store: &dyn OutboxStore, batch: &mut Vec<Pending>, metrics:
     for (index, pending) in batch.drain(..).enumerate() {
         if let Some(applied) = &applied {
             let changed = applied.get(index).copied().unwrap_or(false);
-            count(&pending.write, changed, metrics);
+            count(&pending.write, pending.publish_error, changed, metrics);
         }
         (pending.on_written)();
     }
 }
 
-fn count(write: &FencedFinish, changed: bool, metrics: &OutboxMetrics) {
+fn count(
+    write: &FencedFinish,
+    publish_error: Option<PublishErrorKind>,
+    changed: bool,
+    metrics: &OutboxMetrics,
+) {
     if write.finish == Finish::Release {
         // Not a delivery outcome: a row handed back unpublished. A refused release only means the
         // lease had already passed and the reclaim or another replica has the row.
@@ -103,7 +112,9 @@ fn count(write: &FencedFinish, changed: bool, metrics: &OutboxMetrics) {
         return;
     }
     // The reasons are already redacted; `escape_debug` keeps a receiver's multi-line answer on one
-    // log line, so an echoed body cannot forge lines of its own.
+    // log line, so an echoed body cannot forge lines of its own. `kind` is the cause of a failed
+    // publish (absent when the failure came before one: a transform, no route).
+    let kind = publish_error.map(tracing::field::display);
     match &write.finish {
         Finish::Sent => {
             metrics.sent.increment(1);
@@ -119,13 +130,19 @@ fn count(write: &FencedFinish, changed: bool, metrics: &OutboxMetrics) {
                 id = %write.id,
                 attempt,
                 retry_in_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
+                kind,
                 reason = %error.escape_debug(),
                 "delivery failed; the row will be tried again"
             );
         }
         Finish::Dead { error } => {
             metrics.dead.increment(1);
-            tracing::warn!(id = %write.id, reason = %error.escape_debug(), "row moved to dead");
+            tracing::warn!(
+                id = %write.id,
+                kind,
+                reason = %error.escape_debug(),
+                "row moved to dead"
+            );
         }
         Finish::Release => {}
     }

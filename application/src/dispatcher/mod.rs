@@ -31,7 +31,7 @@ use maintenance::Maintenance;
 use queuebox_domain::outbox::DeliveryOutcome;
 use queuebox_ports::health::HealthCheck;
 use queuebox_ports::outbox::{ClaimRequest, ClaimedRow, FencedFinish, Finish, OutboxStore};
-use queuebox_ports::publish::OutboundMessage;
+use queuebox_ports::publish::{OutboundMessage, PublishErrorKind};
 use released::Released;
 use std::sync::Arc;
 use std::time::Instant;
@@ -212,6 +212,7 @@ impl Dispatcher {
                     claim_token: row.claim_token,
                     finish: Finish::Release,
                 },
+                publish_error: None,
                 on_written: Box::new(move || held.remove(&id, &token)),
             };
             let _ = shared.finishes.send(release);
@@ -294,8 +295,8 @@ async fn deliver(row: ClaimedRow, shared: &Shared) {
         shared.held.remove(&row.id, &row.claim_token);
         return;
     }
-    let outcome = match shared.routes.resolve_route(&row.topic) {
-        Err(outcome) => outcome,
+    let (outcome, publish_error) = match shared.routes.resolve_route(&row.topic) {
+        Err(outcome) => (outcome, None),
         Ok(resolved) => publish(&row, resolved).await,
     };
     let finish = decide::finish_for(&row, outcome, &shared.options);
@@ -313,6 +314,7 @@ async fn deliver(row: ClaimedRow, shared: &Shared) {
             claim_token: row.claim_token,
             finish,
         },
+        publish_error,
         on_written: Box::new(move || {
             held.remove(&id, &token);
             if let Some(key) = freed {
@@ -330,14 +332,21 @@ async fn deliver(row: ClaimedRow, shared: &Shared) {
 
 /// Transforms (route, then destination) and publishes one row to its resolved destination. The
 /// transforms run on every attempt over the row's stored payload, which they never change.
-async fn publish(row: &ClaimedRow, resolved: routes::Resolved<'_>) -> DeliveryOutcome {
+///
+/// Returns the outcome, and the cause of a failed publish for the log line and the metrics (the
+/// domain's outcome carries only the reason: the cause never changes the next state).
+async fn publish(
+    row: &ClaimedRow,
+    resolved: routes::Resolved<'_>,
+) -> (DeliveryOutcome, Option<PublishErrorKind>) {
     let destination = resolved.destination;
     // resolve_route() only returns destinations that have a publisher.
     let Some(publisher) = destination.publisher.as_ref() else {
-        return DeliveryOutcome::NoPublisher {
+        let outcome = DeliveryOutcome::NoPublisher {
             destination: destination.name.clone(),
             destination_type: destination.kind.to_owned(),
         };
+        return (outcome, None);
     };
     let payload = match transforms::payload_for(
         row,
@@ -347,7 +356,7 @@ async fn publish(row: &ClaimedRow, resolved: routes::Resolved<'_>) -> DeliveryOu
     .await
     {
         Ok(payload) => payload,
-        Err(outcome) => return outcome,
+        Err(outcome) => return (outcome, None),
     };
     let message = outbound(row, payload);
     let publish_started = Instant::now();
@@ -359,13 +368,14 @@ async fn publish(row: &ClaimedRow, resolved: routes::Resolved<'_>) -> DeliveryOu
     match result {
         Ok(()) => {
             destination.metrics.success.increment(1);
-            DeliveryOutcome::Delivered
+            (DeliveryOutcome::Delivered, None)
         }
         Err(error) => {
-            destination.metrics.failure.increment(1);
-            DeliveryOutcome::Failed {
+            destination.metrics.publish_failed(error.kind);
+            let outcome = DeliveryOutcome::Failed {
                 reason: error.reason,
-            }
+            };
+            (outcome, Some(error.kind))
         }
     }
 }

@@ -392,6 +392,104 @@ async fn a_late_renewal_refusal_of_a_finished_claim_does_not_drop_the_rows_new_c
     assert_eq!(held.len(), 0, "the finished claim is no longer held");
 }
 
+/// A failed publish carries its cause into the finisher (for the log line's `kind`) and into
+/// `queuebox_outbox_publish_failures_total{destination, destination_type, kind}`, beside the
+/// documented failure count of the destination.
+#[tokio::test]
+async fn the_cause_of_a_failed_publish_reaches_the_finish_and_the_failure_counter() {
+    use crate::test_metrics::samples;
+    use metrics_util::debugging::DebuggingRecorder;
+    use queuebox_ports::metrics as names;
+
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    // The publish below runs on this thread, so the thread's recorder sees every metric of it.
+    let _recorder = metrics::set_default_local_recorder(&recorder);
+    let mut publisher = MockDestination::new();
+    publisher.expect_destination_type().return_const("http");
+    publisher.expect_publish().returning(|_| {
+        Err(PublishError::new(
+            PublishErrorKind::Unreachable,
+            "connection refused",
+        ))
+    });
+    let (finishes, mut written) = mpsc::unbounded_channel();
+    let shared = Shared {
+        routes: table(publisher),
+        held: Arc::new(Held::default()),
+        released: Arc::new(Released::new(10)),
+        metrics: Arc::new(OutboxMetrics::new()),
+        options: options(),
+        finishes,
+    };
+    let failing = row("order.created");
+    shared.held.insert(failing.id, failing.claim_token);
+    deliver(failing, &shared).await;
+    let finish = written.try_recv().expect("the finish");
+    assert_eq!(finish.publish_error, Some(PublishErrorKind::Unreachable));
+    assert!(matches!(finish.write.finish, Finish::Retry { .. }));
+
+    let label = |key: &str, value: &str| (key.to_owned(), value.to_owned());
+    let samples = samples(&snapshotter);
+    let value_of = |name: &str, labels: &[(String, String)]| {
+        samples
+            .iter()
+            .find(|(n, l, _)| n == name && labels.iter().all(|wanted| l.contains(wanted)))
+            .map(|(_, _, value)| *value)
+    };
+    assert_eq!(
+        value_of(
+            names::OUTBOX_PUBLISH_FAILURES_TOTAL,
+            &[
+                label("destination", "api"),
+                label("destination_type", "http"),
+                label("kind", "unreachable"),
+            ]
+        ),
+        Some(1.0),
+        "{samples:?}"
+    );
+    assert_eq!(
+        value_of(
+            names::OUTBOX_DESTINATION_MESSAGES_TOTAL,
+            &[label("destination", "api"), label("outcome", "failure")]
+        ),
+        Some(1.0),
+        "{samples:?}"
+    );
+    // No other cause was counted.
+    assert_eq!(
+        samples
+            .iter()
+            .filter(|(n, _, _)| n == names::OUTBOX_PUBLISH_FAILURES_TOTAL)
+            .count(),
+        1,
+        "{samples:?}"
+    );
+}
+
+/// A failure before any publish (no route) has no publish cause.
+#[tokio::test]
+async fn a_row_without_a_route_has_no_publish_cause() {
+    let mut publisher = MockDestination::new();
+    publisher.expect_destination_type().return_const("http");
+    let (finishes, mut written) = mpsc::unbounded_channel();
+    let shared = Shared {
+        routes: table(publisher),
+        held: Arc::new(Held::default()),
+        released: Arc::new(Released::new(10)),
+        metrics: Arc::new(OutboxMetrics::new()),
+        options: options(),
+        finishes,
+    };
+    let unrouted = row("invoice.created");
+    shared.held.insert(unrouted.id, unrouted.claim_token);
+    deliver(unrouted, &shared).await;
+    let finish = written.try_recv().expect("the finish");
+    assert_eq!(finish.publish_error, None);
+    assert!(matches!(finish.write.finish, Finish::Dead { .. }));
+}
+
 // ------------------------------------------------------------------------------------------------
 // Route and destination transforms
 // ------------------------------------------------------------------------------------------------
