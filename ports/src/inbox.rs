@@ -53,12 +53,19 @@ pub struct NewInboxMessage {
 }
 
 /// What an insert did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Stored {
     /// A new row with this id.
     New(Uuid),
     /// The source already holds a row with this idempotency key; nothing was written.
     Duplicate,
+    /// The database refused a value of the message as data (a number beyond its numeric type, a
+    /// character it cannot hold): nothing was written, and the same message would be refused
+    /// again, so it is the sender's error, not a storage failure.
+    Refused {
+        /// The database's words for what it refused, safe to answer (never a credential).
+        reason: String,
+    },
 }
 
 /// The inbox as the ingest pipeline uses it.

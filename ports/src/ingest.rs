@@ -23,6 +23,22 @@ pub enum Rejection {
     /// The body is not a JSON document.
     #[error("Invalid JSON")]
     InvalidJson,
+    /// The body is JSON nested deeper than the parser reads.
+    #[error("Invalid JSON: nested deeper than {limit} levels")]
+    TooDeep {
+        /// The deepest nesting read.
+        limit: usize,
+    },
+    /// The body holds a number beyond what the parser reads (a 64-bit float), such as `1e400`.
+    #[error("Invalid JSON: a number is out of range (beyond a 64-bit float)")]
+    NumberOutOfRange,
+    /// A value of the message cannot be stored: a field longer than its column, the character
+    /// U+0000, a value the database refuses. Sending it again gets the same answer.
+    #[error("{reason}")]
+    Unstorable {
+        /// What cannot be stored, naming the field and the limit, never the value.
+        reason: String,
+    },
     /// The idempotency key path found no usable value in the body.
     #[error("Idempotency key not found at path {path}")]
     KeyNotFound {

@@ -5,6 +5,7 @@
 //! variable fails the test with the command to run; no test silently skips.
 
 pub mod database;
+pub mod inbox;
 pub mod process;
 pub mod receiver;
 

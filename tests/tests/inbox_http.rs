@@ -4,188 +4,12 @@
 //! The relay is off in these tests, so a stored row stays exactly as the ingest wrote it.
 
 use hmac::{Hmac, KeyInit, Mac};
-use queuebox_tests::database::TestDatabase;
-use queuebox_tests::free_port;
-use queuebox_tests::process::{Launch, QueueBox};
+use queuebox_tests::inbox::{Answer, Inbox, MAX_BODY};
 use serde_json::{Value, json};
 use sha2::{Sha256, Sha512};
-use sqlx::{PgPool, Row};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use uuid::Uuid;
-
-const START: Duration = Duration::from_secs(30);
-const MAX_BODY: usize = 2048;
-
-/// One database and one `queuebox serve` with the given `sources` section.
-struct Inbox {
-    db: TestDatabase,
-    port: u16,
-    qb: QueueBox,
-    sql: PgPool,
-    http: reqwest::Client,
-}
-
-/// One stored inbox row, as read back.
-#[derive(Debug)]
-struct InboxRow {
-    id: Uuid,
-    source: String,
-    key: String,
-    event_type: Option<String>,
-    aggregate_id: Option<String>,
-    payload: Value,
-    headers: Value,
-    correlation_id: Option<String>,
-    consumption: String,
-    state: String,
-}
-
-impl Inbox {
-    async fn start(sources: &str, env: &[(&str, &str)]) -> Self {
-        let db = TestDatabase::create().await;
-        let port = free_port();
-        let yaml = format!(
-            "server:\n  httpPort: {port}\n\
-             database:\n  url: {url}\n  username: {user}\n  password: {password}\n  startupTimeoutMs: 10000\n\
-             inbox:\n  maxBodyBytes: {MAX_BODY}\n  relay:\n    enabled: false\n\
-             sources:\n{sources}",
-            url = db.jdbc_url(),
-            user = db.user,
-            password = db.password,
-        );
-        let mut launch = Launch::with_config(&yaml);
-        for (name, value) in env {
-            launch = launch.env(name, value);
-        }
-        let mut qb = launch.spawn(&[]);
-        qb.wait_live(port, START).await;
-        let sql = sqlx::postgres::PgPoolOptions::new()
-            .max_connections(2)
-            .connect(&db.url)
-            .await
-            .expect("connect to the test database");
-        Self {
-            db,
-            port,
-            qb,
-            sql,
-            http: queuebox_tests::http(),
-        }
-    }
-
-    fn url(&self, path: &str) -> String {
-        format!("http://127.0.0.1:{}{path}", self.port)
-    }
-
-    async fn post(&self, path: &str, headers: &[(&str, &str)], body: &str) -> Answer {
-        let mut request = self.http.post(self.url(path)).body(body.to_owned());
-        for (name, value) in headers {
-            request = request.header(*name, *value);
-        }
-        let response = request.send().await.expect("POST");
-        Answer::read(response).await
-    }
-
-    async fn rows(&self, source: &str) -> Vec<InboxRow> {
-        let rows = sqlx::query(
-            "SELECT id, source, idempotency_key, event_type, aggregate_id, payload::text AS payload, \
-             headers::text AS headers, correlation_id, consumption, state \
-             FROM inbox WHERE source = $1 ORDER BY created_at, idempotency_key",
-        )
-        .bind(source)
-        .fetch_all(&self.sql)
-        .await
-        .expect("read inbox rows");
-        rows.iter()
-            .map(|row| {
-                let text = |column: &str| -> String { row.get(column) };
-                InboxRow {
-                    id: row.get("id"),
-                    source: text("source"),
-                    key: text("idempotency_key"),
-                    event_type: row.get("event_type"),
-                    aggregate_id: row.get("aggregate_id"),
-                    payload: serde_json::from_str(&text("payload")).expect("payload json"),
-                    headers: serde_json::from_str(&text("headers")).expect("headers json"),
-                    correlation_id: row.get("correlation_id"),
-                    consumption: text("consumption"),
-                    state: text("state"),
-                }
-            })
-            .collect()
-    }
-
-    async fn count(&self) -> i64 {
-        sqlx::query_scalar("SELECT count(*) FROM inbox")
-            .fetch_one(&self.sql)
-            .await
-            .expect("count")
-    }
-
-    async fn metrics(&self) -> String {
-        self.http
-            .get(self.url("/metrics"))
-            .send()
-            .await
-            .expect("GET /metrics")
-            .text()
-            .await
-            .expect("metrics text")
-    }
-
-    async fn stop(mut self) {
-        self.sql.close().await;
-        self.qb.terminate();
-        let status = self.qb.wait_exit(Duration::from_secs(15)).await;
-        assert!(status.success(), "exit {status}; log:\n{}", self.qb.log());
-        self.db.drop_database().await;
-    }
-}
-
-/// What a route answered.
-#[derive(Debug)]
-struct Answer {
-    status: u16,
-    correlation_id: Option<String>,
-    retry_after: Option<String>,
-    text: String,
-}
-
-impl Answer {
-    async fn read(response: reqwest::Response) -> Self {
-        let header = |name: &str| {
-            response
-                .headers()
-                .get(name)
-                .map(|v| v.to_str().expect("ascii header").to_owned())
-        };
-        let correlation_id = header("x-correlation-id");
-        let retry_after = header("retry-after");
-        let status = response.status().as_u16();
-        let text = response.text().await.expect("body");
-        Self {
-            status,
-            correlation_id,
-            retry_after,
-            text,
-        }
-    }
-
-    fn json(&self) -> Value {
-        serde_json::from_str(&self.text)
-            .unwrap_or_else(|e| panic!("not JSON ({e}): {:?}", self.text))
-    }
-
-    fn message_id(&self) -> Uuid {
-        assert_eq!(self.status, 202, "{self:?}");
-        let id = self.json()["messageId"]
-            .as_str()
-            .expect("messageId")
-            .to_owned();
-        Uuid::parse_str(&id).expect("messageId is a UUID")
-    }
-}
 
 fn now_ms() -> i64 {
     let since = SystemTime::now()
@@ -819,6 +643,11 @@ async fn a_failed_insert_answers_500_and_counts_a_storage_failure() {
     assert_eq!(failed.status, 500, "{failed:?}");
     assert_eq!(failed.json(), json!({"error": "Storage failed"}));
     assert_eq!(failed.correlation_id.as_deref(), Some("c-500"));
+    assert_eq!(
+        failed.retry_after.as_deref(),
+        Some("5"),
+        "a 5xx says when to retry"
+    );
     let metrics = inbox.metrics().await;
     assert!(
         metrics.contains("queuebox_inbox_rejections_total{reason=\"storage_failed\"} 1"),

@@ -22,6 +22,7 @@ impl Handler for RefuseWhileStopping {
         ctrl: &mut FlowCtrl,
     ) {
         if self.stopping.load(Ordering::Acquire) {
+            responses::retry_after(res, responses::STORAGE_RETRY_AFTER_SECONDS);
             responses::error(
                 res,
                 StatusCode::SERVICE_UNAVAILABLE,

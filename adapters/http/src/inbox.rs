@@ -5,10 +5,11 @@
 //! filter, correlation id, JSON, extraction, store) is the pipeline's job, so broker sources
 //! share it.
 
+use crate::encoding::{self, Decoded};
 use crate::request_parts::header_pairs;
 use crate::responses;
 use queuebox_ports::ingest::{Ingest, IngestOutcome, Ingested, Received, Rejection};
-use salvo::http::header::{HeaderName, HeaderValue, RETRY_AFTER};
+use salvo::http::header::{ALLOW, HeaderName, HeaderValue, RETRY_AFTER};
 use salvo::http::{Method, ParseError, ResBody, StatusCode};
 use salvo::prelude::*;
 use std::collections::HashMap;
@@ -49,9 +50,9 @@ pub(crate) fn router(inbox: InboxRoutes, max_body_bytes: usize) -> Router {
     );
     let known = Arc::clone(&by_path);
     Router::with_path("{**rest}")
-        .filter_fn(move |req, _| {
-            req.method() == Method::POST && known.contains_key(req.uri().path())
-        })
+        // Every method reaches the handler, so another method than POST on a source path is a
+        // 405 naming POST rather than a 404 that hides the route.
+        .filter_fn(move |req, _| known.contains_key(req.uri().path()))
         .goal(InboxHandler {
             by_path,
             ingest: inbox.ingest,
@@ -75,9 +76,19 @@ impl Handler for InboxHandler {
         _ctrl: &mut FlowCtrl,
     ) {
         let Some(source) = self.by_path.get(req.uri().path()).cloned() else {
-            res.status_code(StatusCode::NOT_FOUND);
+            responses::error(res, StatusCode::NOT_FOUND, responses::NOT_FOUND);
             return;
         };
+        if req.method() != Method::POST {
+            res.headers_mut()
+                .insert(ALLOW, HeaderValue::from_static("POST"));
+            responses::error(
+                res,
+                StatusCode::METHOD_NOT_ALLOWED,
+                "Method not allowed: an inbox source accepts POST",
+            );
+            return;
+        }
         // A declared length under the cap was let through by the body guard unread; the bytes
         // are counted here as they arrive, so a sender that lies about the length still stops
         // at the cap.
@@ -98,7 +109,47 @@ impl Handler for InboxHandler {
                 return;
             }
         };
-        let headers = header_pairs(req);
+        let mut headers = header_pairs(req);
+        let codings = encoding::codings(&headers);
+        let body = if codings.is_empty() {
+            body
+        } else {
+            match encoding::decode(&codings, body, self.max_body_bytes) {
+                Decoded::Body(decoded) => {
+                    // The stored row holds the decoded body: a relayed copy must not claim a
+                    // coding its body no longer has.
+                    headers
+                        .retain(|(name, _)| !name.eq_ignore_ascii_case(encoding::CONTENT_ENCODING));
+                    decoded
+                }
+                Decoded::TooLarge => {
+                    responses::error(
+                        res,
+                        StatusCode::PAYLOAD_TOO_LARGE,
+                        &responses::too_large_message(self.max_body_bytes),
+                    );
+                    return;
+                }
+                Decoded::Unsupported(coding) => {
+                    responses::error(
+                        res,
+                        StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                        &format!(
+                            "Unsupported Content-Encoding {coding:?}: the inbox decodes gzip and deflate"
+                        ),
+                    );
+                    return;
+                }
+                Decoded::Corrupt { coding, cause } => {
+                    responses::error(
+                        res,
+                        StatusCode::BAD_REQUEST,
+                        &format!("Invalid {coding} body: {cause}"),
+                    );
+                    return;
+                }
+            }
+        };
         let ingested = self
             .ingest
             .ingest(&source, Received { headers, body })
@@ -148,13 +199,22 @@ fn answer(res: &mut Response, ingested: Ingested) {
         }
         IngestOutcome::Rejected(rejection) => {
             let status = match rejection {
-                Rejection::InvalidJson | Rejection::KeyNotFound { .. } => StatusCode::BAD_REQUEST,
-                Rejection::TransformFailed { .. } => StatusCode::UNPROCESSABLE_ENTITY,
-                Rejection::StorageFailed => StatusCode::INTERNAL_SERVER_ERROR,
+                Rejection::InvalidJson
+                | Rejection::TooDeep { .. }
+                | Rejection::NumberOutOfRange
+                | Rejection::KeyNotFound { .. } => StatusCode::BAD_REQUEST,
+                Rejection::TransformFailed { .. } | Rejection::Unstorable { .. } => {
+                    StatusCode::UNPROCESSABLE_ENTITY
+                }
+                Rejection::StorageFailed => {
+                    responses::retry_after(res, responses::STORAGE_RETRY_AFTER_SECONDS);
+                    StatusCode::INTERNAL_SERVER_ERROR
+                }
             };
             responses::error(res, status, &rejection.to_string());
         }
         IngestOutcome::UnknownSource => {
+            responses::retry_after(res, responses::STORAGE_RETRY_AFTER_SECONDS);
             responses::error(res, StatusCode::INTERNAL_SERVER_ERROR, "Storage failed");
         }
     }

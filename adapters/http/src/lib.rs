@@ -7,6 +7,8 @@
 //! another adapter.
 
 mod admin;
+mod encoding;
+mod errors;
 mod guards;
 mod health;
 mod inbox;

@@ -1,7 +1,7 @@
 //! Small helpers that write the JSON bodies every route shares.
 
 use salvo::http::StatusCode;
-use salvo::http::header::{CONTENT_TYPE, HeaderValue};
+use salvo::http::header::{CONTENT_TYPE, HeaderValue, RETRY_AFTER};
 use salvo::prelude::Response;
 use serde::Serialize;
 
@@ -31,4 +31,17 @@ pub(crate) fn error(res: &mut Response, status: StatusCode, message: &str) {
 /// The body of a 413, shared by every route that limits its body.
 pub(crate) fn too_large_message(max_bytes: usize) -> String {
     format!("Request body exceeds {max_bytes} bytes")
+}
+
+/// The body text of a 404.
+pub(crate) const NOT_FOUND: &str = "Not found";
+
+/// The `Retry-After` of a 500 for a failed store and of the 503 while stopping: long enough for a
+/// pool to free a connection or a load balancer to move the sender to another replica.
+pub(crate) const STORAGE_RETRY_AFTER_SECONDS: u64 = 5;
+
+/// Sets `Retry-After` to `seconds`.
+pub(crate) fn retry_after(res: &mut Response, seconds: u64) {
+    res.headers_mut()
+        .insert(RETRY_AFTER, HeaderValue::from(seconds));
 }

@@ -1,6 +1,7 @@
 //! Binding the data and management ports and stopping them in order.
 
 use crate::admin::{self, AdminRoutes};
+use crate::errors;
 use crate::guards::{BodyLimit, RefuseWhileStopping};
 use crate::health::{Live, Ready};
 use crate::inbox::{self, InboxRoutes};
@@ -111,6 +112,7 @@ impl HttpServer {
         // The two data-port rules run as service hoops, before routing, so they also hold for a
         // request that no route serves (a router hoop runs only once a route has matched).
         let data_service = Service::new(data_router)
+            .catcher(errors::json_catcher())
             .hoop(RefuseWhileStopping {
                 stopping: Arc::clone(&stopping),
             })
@@ -136,7 +138,8 @@ impl HttpServer {
             if let Some(admin_router) = admin_router.take() {
                 router = router.push(admin_router);
             }
-            let (handle, task) = serve(listener, Service::new(router), "management port").await?;
+            let service = Service::new(router).catcher(errors::json_catcher());
+            let (handle, task) = serve(listener, service, "management port").await?;
             handles.push(handle);
             tasks.push(task);
         }

@@ -35,6 +35,10 @@ pub mod sqlstate {
     pub const ADMIN_SHUTDOWN: &str = "57P01";
     /// `cannot_connect_now`: the server is still starting.
     pub const CANNOT_CONNECT_NOW: &str = "57P03";
+    /// The class of `data_exception` codes (`22xxx`): the server refused a value as data (a
+    /// string too long for its column, U+0000 in text or JSONB, a number beyond `numeric`). The
+    /// same value is refused again, so it is the sender's fault, not the database's.
+    pub const DATA_EXCEPTION_CLASS: &str = "22";
 }
 
 /// What can go wrong in the PostgreSQL adapter.
@@ -158,6 +162,15 @@ pub enum PostgresError {
     #[error("database connection failed: {0}")]
     Connection(String),
 
+    /// The server refused a value as data (SQLSTATE class 22).
+    #[error("{message} (SQLSTATE {code})")]
+    DataRefused {
+        /// The SQLSTATE.
+        code: String,
+        /// The server's message.
+        message: String,
+    },
+
     /// Any other error reported by the server.
     #[error("database error {code}: {message}")]
     Database {
@@ -204,6 +217,9 @@ impl From<sqlx::Error> for PostgresError {
                     sqlstate::ADMIN_SHUTDOWN
                     | sqlstate::CANNOT_CONNECT_NOW
                     | sqlstate::TOO_MANY_CONNECTIONS => PostgresError::Connection(message),
+                    _ if code.starts_with(sqlstate::DATA_EXCEPTION_CLASS) => {
+                        PostgresError::DataRefused { code, message }
+                    }
                     _ => PostgresError::Database { code, message },
                 }
             }

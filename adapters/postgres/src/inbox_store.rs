@@ -136,22 +136,35 @@ impl InboxStore for PgInboxStore {
             operation: "insert",
             reason: e.to_string(),
         })?;
-        let inserted: Option<Uuid> = sqlx::query_scalar(self.statements.insert_inbox.clone())
-            .bind(message.id)
-            .bind(&message.source)
-            .bind(&message.idempotency_key)
-            .bind(message.aggregate_id.as_deref())
-            .bind(message.event_type.as_deref())
-            .bind(Json(payload))
-            .bind(Json(headers))
-            .bind(message.correlation_id.as_deref())
-            .bind(message.consumption.as_str())
-            .bind(state)
-            .bind(last_error)
-            .fetch_optional(&mut *connection)
-            .await
-            .map_err(statement_failed)?;
-        Ok(inserted.map_or(Stored::Duplicate, Stored::New))
+        let inserted: Result<Option<Uuid>, sqlx::Error> =
+            sqlx::query_scalar(self.statements.insert_inbox.clone())
+                .bind(message.id)
+                .bind(&message.source)
+                .bind(&message.idempotency_key)
+                .bind(message.aggregate_id.as_deref())
+                .bind(message.event_type.as_deref())
+                .bind(Json(payload))
+                .bind(Json(headers))
+                .bind(message.correlation_id.as_deref())
+                .bind(message.consumption.as_str())
+                .bind(state)
+                .bind(last_error)
+                .fetch_optional(&mut *connection)
+                .await;
+        match inserted {
+            Ok(inserted) => Ok(inserted.map_or(Stored::Duplicate, Stored::New)),
+            Err(e) => match crate::error::PostgresError::from(e) {
+                // A value the server refuses as data is refused again on every try: the sender's
+                // error, not a storage failure.
+                refused @ crate::error::PostgresError::DataRefused { .. } => Ok(Stored::Refused {
+                    reason: refused.to_string(),
+                }),
+                other => Err(StoreError {
+                    operation: "insert",
+                    reason: other.to_string(),
+                }),
+            },
+        }
     }
 
     async fn insert_many(

@@ -268,6 +268,7 @@ async fn through_the_coalescer_a_failing_row_fails_alone_and_its_group_is_stored
                 new.push((message.idempotency_key.clone(), id));
             }
             (_, Ok(Stored::Duplicate)) => duplicates += 1,
+            (key, Ok(Stored::Refused { reason })) => panic!("{key} was refused: {reason}"),
             (key, Err(e)) => panic!("{key} failed: {e}"),
         }
     }

@@ -212,3 +212,50 @@ async fn a_row_refused_at_receipt_is_stored_dead_with_its_reason() {
     database.close().await;
     db.drop_now().await;
 }
+
+#[tokio::test]
+async fn a_value_the_server_refuses_as_data_is_refused_not_a_failure_and_stores_nothing() {
+    let db = TestDb::create().await;
+    let database = connect(&db.options(true, SchemaNames::default()))
+        .await
+        .expect("connect");
+    database.prepare().await.expect("migrate");
+    let store = database.inbox_store();
+    // Each of these is refused by the server itself (SQLSTATE class 22), whatever the pipeline
+    // checked before: the same message would be refused on every try.
+    let mut too_long = message("stripe", &"k".repeat(256));
+    too_long.id = uuid::Uuid::new_v4();
+    let mut nul = message("stripe", "nul");
+    nul.payload = r#"{"a": "x\u0000y"}"#.into();
+    let mut tiny = message("stripe", "tiny");
+    tiny.payload = "[1e-20000]".into();
+    for (refused, code) in [(&too_long, "22001"), (&nul, "22P05"), (&tiny, "22003")] {
+        match store.insert(refused).await {
+            Ok(Stored::Refused { reason }) => {
+                assert!(reason.contains(code), "{reason}");
+            }
+            other => panic!(
+                "{}: expected a refusal, got {other:?}",
+                refused.idempotency_key
+            ),
+        }
+    }
+    // In a group, the refusal fails the statement, and each message alone tells which one it was.
+    let fine = message("stripe", "fine");
+    let group = store
+        .insert_many(&[fine.clone(), nul.clone()])
+        .await
+        .expect_err("the group holds a refused value");
+    assert!(group.to_string().contains("22P05"), "{group}");
+    assert_eq!(store.insert(&fine).await.ok(), Some(Stored::New(fine.id)));
+
+    let mut session = db.session().await;
+    let count: i64 = sqlx::query_scalar("SELECT count(*) FROM inbox")
+        .fetch_one(&mut session)
+        .await
+        .expect("count");
+    assert_eq!(count, 1, "only the message that fits was stored");
+    drop(session);
+    database.close().await;
+    db.drop_now().await;
+}

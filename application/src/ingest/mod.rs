@@ -7,6 +7,7 @@
 //! whether the filter would pass, and the correlation id is echoed only once the message got past
 //! the checks that decide whether it is processed at all.
 
+mod body;
 mod coalesce;
 mod rate;
 mod source_stage;
@@ -21,9 +22,11 @@ use crate::transform::StageTransform;
 use async_trait::async_trait;
 use queuebox_domain::inbox::auth::CredentialCheck;
 use queuebox_domain::inbox::correlation::{CORRELATION_ID_HEADER, correlation_id};
+use queuebox_domain::inbox::dead_letter;
 use queuebox_domain::inbox::filter::HeaderFilter;
 use queuebox_domain::inbox::header_value;
 use queuebox_domain::inbox::headers::stored_headers;
+use queuebox_domain::inbox::limits::{self, MAX_KEY_CHARS, RowField, Unstorable};
 use queuebox_domain::jsonpath::JsonPath;
 use queuebox_ports::inbox::{Consumption, InboxStore, NewInboxMessage, Stored};
 use queuebox_ports::ingest::{Ingest, IngestOutcome, Ingested, Received, Rejection};
@@ -147,22 +150,34 @@ impl IngestPipeline {
         }
     }
 
-    /// Parse, extract, transform, store.
+    /// Parse, extract, check, transform, check, store.
     async fn store_message(
         &self,
         spec: &IngestSource,
         received: Received,
         correlation: &str,
     ) -> IngestOutcome {
-        let Ok(document) = serde_json::from_slice::<serde_json::Value>(&received.body) else {
-            IngestEvents::extraction_failed();
-            return IngestOutcome::Rejected(Rejection::InvalidJson);
+        let document = match body::parse(&received.body) {
+            Ok(document) => document,
+            Err(rejection) => return self.refuse(spec, received, correlation, rejection).await,
         };
-        let Some(idempotency_key) = spec.idempotency_key_path.text(&document) else {
-            IngestEvents::extraction_failed();
-            return IngestOutcome::Rejected(Rejection::KeyNotFound {
-                path: spec.idempotency_key_path.to_string(),
-            });
+        if limits::may_hold_nul(&received.body)
+            && let Err(unstorable) = limits::check_payload(&document)
+        {
+            return self
+                .refuse(spec, received, correlation, unstorable.into_rejection())
+                .await;
+        }
+        let idempotency_key = match spec.idempotency_key_path.text(&document) {
+            Some(key) => key,
+            // A broker message always gets a key: the digest of its body is the last resort.
+            None if spec.kind == IngestKind::Broker => body_digest(&received.body),
+            None => {
+                IngestEvents::extraction_failed();
+                return IngestOutcome::Rejected(Rejection::KeyNotFound {
+                    path: spec.idempotency_key_path.to_string(),
+                });
+            }
         };
         let event_type = spec
             .event_type_path
@@ -172,15 +187,25 @@ impl IngestPipeline {
             .aggregate_id_path
             .as_ref()
             .and_then(|path| path.text(&document));
-
         let headers = stored_headers(
             &received.headers,
             spec.auth.as_ref().map(CredentialCheck::credential_header),
         );
+        if let Err(unstorable) =
+            check_row_fields(&idempotency_key, &aggregate_id, &event_type, &headers)
+        {
+            return self
+                .refuse(spec, received, correlation, unstorable.into_rejection())
+                .await;
+        }
+
         let id = uuid::Uuid::new_v4();
         // The body parsed as JSON, so it is UTF-8; the bytes are stored as sent (the database
         // normalises JSONB anyway) rather than re-serialised.
-        let original = String::from_utf8(received.body).unwrap_or_else(|_| document.to_string());
+        let original = match String::from_utf8(received.body) {
+            Ok(text) => text,
+            Err(error) => String::from_utf8_lossy(error.as_bytes()).into_owned(),
+        };
 
         // The source transform runs after the extraction (which read the original body) and
         // before the store, so also before the duplicate check.
@@ -204,6 +229,29 @@ impl IngestPipeline {
                 }
             }
         };
+        // What a transform made must fit the table too (the original was checked above).
+        if spec.transform.is_some()
+            && let Err(unstorable) = limits::check_payload_text(&payload)
+        {
+            let reason = format!("the source transform's result cannot be stored: {unstorable}");
+            return match spec.kind {
+                IngestKind::Http => {
+                    IngestEvents::extraction_failed();
+                    IngestOutcome::Rejected(Rejection::Unstorable { reason })
+                }
+                IngestKind::Broker => {
+                    self.store_dead(
+                        spec,
+                        payload.into_bytes(),
+                        idempotency_key,
+                        headers,
+                        correlation,
+                        reason,
+                    )
+                    .await
+                }
+            };
+        }
         let message = NewInboxMessage {
             id,
             source: spec.name.clone(),
@@ -216,17 +264,67 @@ impl IngestPipeline {
             consumption: spec.consumption,
             dead_reason,
         };
-        match self.store.insert(&message).await {
+        self.insert(spec, message, correlation).await
+    }
+
+    /// Stores `message` and names the outcome. A value the database refuses is the sender's
+    /// error (an HTTP 422), or a dead row of a broker message.
+    async fn insert(
+        &self,
+        spec: &IngestSource,
+        message: NewInboxMessage,
+        correlation: &str,
+    ) -> IngestOutcome {
+        match self.insert_row(spec, &message, correlation).await {
+            Ok(outcome) => outcome,
+            Err(reason) if spec.kind == IngestKind::Broker && message.dead_reason.is_none() => {
+                self.store_dead(
+                    spec,
+                    message.payload.into_bytes(),
+                    message.idempotency_key,
+                    message.headers,
+                    correlation,
+                    reason,
+                )
+                .await
+            }
+            Err(reason) => {
+                IngestEvents::extraction_failed();
+                IngestOutcome::Rejected(Rejection::Unstorable { reason })
+            }
+        }
+    }
+
+    /// One insert; `Err` carries the reason when the database refused a value as data.
+    async fn insert_row(
+        &self,
+        spec: &IngestSource,
+        message: &NewInboxMessage,
+        correlation: &str,
+    ) -> Result<IngestOutcome, String> {
+        match self.store.insert(message).await {
             Ok(Stored::New(id)) => {
                 IngestEvents::stored();
-                match message.dead_reason {
-                    Some(reason) => IngestOutcome::StoredDead { id, reason },
+                Ok(match &message.dead_reason {
+                    Some(reason) => IngestOutcome::StoredDead {
+                        id,
+                        reason: reason.clone(),
+                    },
                     None => IngestOutcome::Stored { id },
-                }
+                })
             }
             Ok(Stored::Duplicate) => {
                 IngestEvents::duplicate();
-                IngestOutcome::Duplicate
+                Ok(IngestOutcome::Duplicate)
+            }
+            Ok(Stored::Refused { reason }) => {
+                tracing::info!(
+                    source = %spec.name,
+                    correlation_id = %correlation,
+                    %reason,
+                    "inbox message refused by the database"
+                );
+                Err(format!("the database cannot store this message: {reason}"))
             }
             Err(error) => {
                 IngestEvents::storage_failed();
@@ -236,8 +334,119 @@ impl IngestPipeline {
                     %error,
                     "inbox message not stored"
                 );
-                IngestOutcome::Rejected(Rejection::StorageFailed)
+                Ok(IngestOutcome::Rejected(Rejection::StorageFailed))
             }
+        }
+    }
+
+    /// A message whose content is refused: an HTTP source answers the refusal (the sender still
+    /// holds the message); a broker source stores it as a dead row and the broker acknowledges it,
+    /// so it is kept and can never come back forever (page 08).
+    async fn refuse(
+        &self,
+        spec: &IngestSource,
+        received: Received,
+        correlation: &str,
+        rejection: Rejection,
+    ) -> IngestOutcome {
+        IngestEvents::extraction_failed();
+        match spec.kind {
+            IngestKind::Http => IngestOutcome::Rejected(rejection),
+            IngestKind::Broker => {
+                let key = body_digest(&received.body);
+                let headers = stored_headers(&received.headers, None)
+                    .into_iter()
+                    .filter(|(name, value)| !name.contains('\0') && !value.contains('\0'))
+                    .collect();
+                self.store_dead(
+                    spec,
+                    received.body,
+                    key,
+                    headers,
+                    correlation,
+                    rejection.to_string(),
+                )
+                .await
+            }
+        }
+    }
+
+    /// Stores a broker message `dead` with `reason`, its payload in a form the table holds
+    /// ([`dead_letter::dead_payload`]) and a key that a redelivery finds again.
+    async fn store_dead(
+        &self,
+        spec: &IngestSource,
+        body: Vec<u8>,
+        idempotency_key: String,
+        headers: Vec<(String, String)>,
+        correlation: &str,
+        reason: String,
+    ) -> IngestOutcome {
+        let (payload, kept_as) = dead_letter::dead_payload(&body);
+        let reason = match kept_as {
+            Some(how) => format!("{reason} (payload kept as {how})"),
+            None => reason,
+        };
+        // A key the table cannot hold gives way to the digest of the body, which a redelivery of
+        // the same message finds again.
+        let idempotency_key =
+            match limits::check_field(RowField::IdempotencyKey, &idempotency_key, MAX_KEY_CHARS) {
+                Ok(()) => idempotency_key,
+                Err(_) => body_digest(&body),
+            };
+        let message = NewInboxMessage {
+            id: uuid::Uuid::new_v4(),
+            source: spec.name.clone(),
+            idempotency_key,
+            aggregate_id: None,
+            event_type: None,
+            payload,
+            headers,
+            correlation_id: Some(correlation.to_owned()),
+            consumption: spec.consumption,
+            dead_reason: Some(reason),
+        };
+        match self.insert_row(spec, &message, correlation).await {
+            Ok(outcome) => outcome,
+            Err(reason) => {
+                IngestEvents::extraction_failed();
+                IngestOutcome::Rejected(Rejection::Unstorable { reason })
+            }
+        }
+    }
+}
+
+/// The idempotency key of last resort of a broker message (page 08).
+fn body_digest(body: &[u8]) -> String {
+    dead_letter::body_digest(body)
+}
+
+/// The extracted fields and headers against the columns that hold them.
+fn check_row_fields(
+    idempotency_key: &str,
+    aggregate_id: &Option<String>,
+    event_type: &Option<String>,
+    headers: &[(String, String)],
+) -> Result<(), Unstorable> {
+    limits::check_field(RowField::IdempotencyKey, idempotency_key, MAX_KEY_CHARS)?;
+    if let Some(aggregate_id) = aggregate_id {
+        limits::check_field(RowField::AggregateId, aggregate_id, MAX_KEY_CHARS)?;
+    }
+    if let Some(event_type) = event_type {
+        limits::check_field(RowField::EventType, event_type, MAX_KEY_CHARS)?;
+    }
+    limits::check_headers(headers)
+}
+
+/// An [`Unstorable`] as the pipeline's refusal.
+trait IntoRejection {
+    fn into_rejection(self) -> Rejection;
+}
+
+impl IntoRejection for Unstorable {
+    fn into_rejection(self) -> Rejection {
+        Rejection::Unstorable {
+            reason: self.to_string(),
         }
     }
 }

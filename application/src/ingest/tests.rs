@@ -16,6 +16,9 @@ use uuid::Uuid;
 struct MemoryInbox {
     rows: Mutex<Vec<NewInboxMessage>>,
     fail: bool,
+    /// Refuses, as a database refuses a value it cannot hold, a pending row whose payload holds
+    /// this text.
+    refuse_payload_with: Option<&'static str>,
 }
 
 #[async_trait]
@@ -25,6 +28,14 @@ impl InboxStore for MemoryInbox {
             return Err(StoreError {
                 operation: "insert",
                 reason: "connection refused".into(),
+            });
+        }
+        if let Some(text) = self.refuse_payload_with
+            && message.dead_reason.is_none()
+            && message.payload.contains(text)
+        {
+            return Ok(Stored::Refused {
+                reason: "value overflows numeric format (SQLSTATE 22003)".into(),
             });
         }
         let mut rows = self.rows.lock().unwrap();
@@ -464,5 +475,206 @@ mod source_transform {
             result.outcome
         );
         assert!(store.rows.lock().unwrap().is_empty());
+    }
+}
+
+mod unstorable {
+    //! Values the inbox table cannot hold: a clear refusal at an HTTP source, a dead row that keeps
+    //! the message at a broker source, and never a storage failure.
+
+    use super::*;
+
+    fn at(kind: IngestKind, store: MemoryInbox) -> (Arc<MemoryInbox>, IngestPipeline) {
+        let store = Arc::new(store);
+        let mut spec = source("s");
+        spec.kind = kind;
+        let p = pipeline(Arc::clone(&store), vec![spec]);
+        (store, p)
+    }
+
+    fn unstorable(reason: &str) -> IngestOutcome {
+        IngestOutcome::Rejected(Rejection::Unstorable {
+            reason: reason.into(),
+        })
+    }
+
+    #[tokio::test]
+    async fn fields_longer_than_their_column_are_refused_naming_field_and_limit() {
+        let (store, p) = at(IngestKind::Http, MemoryInbox::default());
+        let long = "k".repeat(256);
+        let cases = [
+            (
+                format!(r#"{{"id":"{long}"}}"#),
+                "the idempotency key is 256 characters long; the inbox stores at most 255",
+            ),
+            (
+                format!(r#"{{"id":"a","type":"{long}"}}"#),
+                "the event type is 256 characters long; the inbox stores at most 255",
+            ),
+            (
+                format!(r#"{{"id":"b","customer":{{"id":"{long}"}}}}"#),
+                "the aggregate id is 256 characters long; the inbox stores at most 255",
+            ),
+        ];
+        for (body, reason) in cases {
+            let result = p.ingest("s", received(&[], &body)).await;
+            assert_eq!(result.outcome, unstorable(reason));
+        }
+        // 255 characters fit.
+        let fits = format!(r#"{{"id":"{}"}}"#, "k".repeat(255));
+        let result = p.ingest("s", received(&[], &fits)).await;
+        assert!(matches!(result.outcome, IngestOutcome::Stored { .. }));
+        assert_eq!(store.rows.lock().unwrap().len(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_nul_in_the_payload_or_a_key_is_refused_with_its_place() {
+        let (store, p) = at(IngestKind::Http, MemoryInbox::default());
+        let result = p
+            .ingest("s", received(&[], r#"{"id":"a","note":["x","\u0000"]}"#))
+            .await;
+        assert_eq!(
+            result.outcome,
+            unstorable(
+                "the payload holds the character U+0000 (\\u0000) at $['note'][1], which the inbox cannot store"
+            )
+        );
+        // An escaped backslash before `u0000` is not a NUL.
+        let result = p
+            .ingest("s", received(&[], r#"{"id":"b","note":"\\u0000"}"#))
+            .await;
+        assert!(matches!(result.outcome, IngestOutcome::Stored { .. }));
+        assert_eq!(store.rows.lock().unwrap().len(), 1);
+    }
+
+    #[tokio::test]
+    async fn deep_nesting_and_huge_numbers_say_why_they_are_not_read() {
+        let (_, p) = at(IngestKind::Http, MemoryInbox::default());
+        let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
+        let result = p.ingest("s", received(&[], &deep)).await;
+        assert_eq!(
+            result.outcome,
+            IngestOutcome::Rejected(Rejection::TooDeep { limit: 127 })
+        );
+        let result = p
+            .ingest("s", received(&[], r#"{"id":"a","n":1e400}"#))
+            .await;
+        assert_eq!(
+            result.outcome,
+            IngestOutcome::Rejected(Rejection::NumberOutOfRange)
+        );
+    }
+
+    #[tokio::test]
+    async fn a_value_the_database_refuses_is_the_senders_error_not_a_storage_failure() {
+        let store = MemoryInbox {
+            refuse_payload_with: Some("1e-20000"),
+            ..MemoryInbox::default()
+        };
+        let (store, p) = at(IngestKind::Http, store);
+        let result = p
+            .ingest("s", received(&[], r#"{"id":"a","n":1e-20000}"#))
+            .await;
+        assert_eq!(
+            result.outcome,
+            unstorable(
+                "the database cannot store this message: value overflows numeric format (SQLSTATE 22003)"
+            )
+        );
+        assert!(store.rows.lock().unwrap().is_empty());
+    }
+
+    #[tokio::test]
+    async fn at_a_broker_source_each_refusal_is_a_dead_row_that_a_redelivery_finds_again() {
+        let store = MemoryInbox {
+            refuse_payload_with: Some("1e-20000"),
+            ..MemoryInbox::default()
+        };
+        let (store, p) = at(IngestKind::Broker, store);
+        let long_key = format!(r#"{{"id":"{}"}}"#, "k".repeat(300));
+        let bodies: [&[u8]; 6] = [
+            b"<not json/>",
+            b"\xff\xfe binary",
+            br#"{"id":"n","note":"\u0000"}"#,
+            long_key.as_bytes(),
+            br#"{"id":"r","n":1e-20000}"#,
+            br#"[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]"#,
+        ];
+        for body in bodies {
+            let message = Received {
+                headers: vec![("x-trace".into(), "t".into())],
+                body: body.to_vec(),
+            };
+            let first = p.ingest("s", message.clone()).await;
+            assert!(
+                matches!(first.outcome, IngestOutcome::StoredDead { .. }),
+                "{:?}: {:?}",
+                String::from_utf8_lossy(body),
+                first.outcome
+            );
+            // A redelivery of the same bytes is the same row.
+            let again = p.ingest("s", message).await;
+            assert_eq!(again.outcome, IngestOutcome::Duplicate);
+        }
+        let rows = store.rows.lock().unwrap();
+        assert_eq!(rows.len(), 6);
+        for row in rows.iter() {
+            let reason = row.dead_reason.as_deref().unwrap();
+            assert!(!reason.is_empty());
+            assert!(row.idempotency_key.chars().count() <= 255);
+            assert!(!row.payload.contains('\0'));
+            assert!(serde_json::from_str::<serde_json::Value>(&row.payload).is_ok());
+        }
+        assert_eq!(
+            rows[0].dead_reason.as_deref(),
+            Some("Invalid JSON (payload kept as a JSON string of the received text)")
+        );
+        assert_eq!(rows[0].payload, r#""<not json/>""#);
+        assert!(
+            rows[1].payload.starts_with(r#"{"base64":"#),
+            "{}",
+            rows[1].payload
+        );
+        assert!(
+            rows[4]
+                .dead_reason
+                .as_deref()
+                .unwrap()
+                .contains("value overflows numeric format")
+        );
+        assert!(
+            rows[5]
+                .dead_reason
+                .as_deref()
+                .unwrap()
+                .starts_with("Invalid JSON: nested deeper than 127 levels")
+        );
+    }
+
+    #[tokio::test]
+    async fn a_header_with_a_nul_makes_a_broker_message_dead_without_that_header() {
+        let (store, p) = at(IngestKind::Broker, MemoryInbox::default());
+        let message = Received {
+            headers: vec![
+                ("x-trace".into(), "t\0".into()),
+                ("x-tenant".into(), "acme".into()),
+            ],
+            body: br#"{"id":"a"}"#.to_vec(),
+        };
+        let result = p.ingest("s", message).await;
+        assert!(
+            matches!(result.outcome, IngestOutcome::StoredDead { .. }),
+            "{:?}",
+            result.outcome
+        );
+        let rows = store.rows.lock().unwrap();
+        assert_eq!(
+            rows[0].dead_reason.as_deref(),
+            Some("a header holds the character U+0000, which the inbox cannot store")
+        );
+        assert_eq!(
+            rows[0].headers,
+            vec![("x-tenant".to_owned(), "acme".to_owned())]
+        );
     }
 }

@@ -6,8 +6,10 @@
 
 pub mod auth;
 pub mod correlation;
+pub mod dead_letter;
 pub mod filter;
 pub mod headers;
+pub mod limits;
 
 /// The last value of the header `name` (any letter case), as a repeated header keeps its last
 /// value everywhere the inbox reads headers.

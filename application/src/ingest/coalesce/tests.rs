@@ -223,6 +223,7 @@ async fn messages_that_arrive_while_a_statement_runs_share_the_next_one() {
                 assert_eq!(message.idempotency_key, "a");
                 duplicates += 1;
             }
+            Stored::Refused { reason } => panic!("refused: {reason}"),
         }
     }
     assert_eq!((new, duplicates), (4, 1));
