@@ -5,11 +5,11 @@
 
 use crate::transforms::Transforms;
 use anyhow::Context as _;
-use queuebox_application::ingest::{IngestKind, IngestSource};
+use queuebox_application::ingest::{AttributeHeaders, IngestKind, IngestSource};
 use queuebox_config::{
-    Consumption as ConfiguredConsumption, FilterCondition, FilterRule, HeaderFilter as Filter,
-    HmacAlgorithm as ConfiguredAlgorithm, InboundAuth, Settings, SignaturePayloadFormat, Source,
-    SourceKind,
+    AttributeHeaders as ConfiguredAttributeHeaders, Consumption as ConfiguredConsumption,
+    FilterCondition, FilterRule, HeaderFilter as Filter, HmacAlgorithm as ConfiguredAlgorithm,
+    InboundAuth, Settings, SignaturePayloadFormat, Source, SourceKind,
 };
 use queuebox_domain::glob::TopicPattern;
 use queuebox_domain::inbox::auth::{CredentialCheck, HmacAlgorithm, HmacCheck, TimestampRule};
@@ -61,13 +61,22 @@ fn ingest_source(name: &str, source: &Source) -> anyhow::Result<IngestSource> {
         auth,
         filter: source.filter.as_ref().map(header_filter).transpose()?,
         requests_per_minute,
-        kind: match source.kind {
+        kind: match &source.kind {
             SourceKind::Http(_) => IngestKind::Http,
-            SourceKind::Rabbitmq(_) | SourceKind::Kafka(_) | SourceKind::Nats(_) => {
-                IngestKind::Broker
-            }
+            SourceKind::Rabbitmq(broker) => broker_kind(&broker.attribute_headers),
+            SourceKind::Kafka(broker) => broker_kind(&broker.attribute_headers),
+            SourceKind::Nats(broker) => broker_kind(&broker.attribute_headers),
         },
         transform: None,
+    })
+}
+
+/// A broker source with the header names of its `attributeHeaders`.
+fn broker_kind(headers: &ConfiguredAttributeHeaders) -> IngestKind {
+    IngestKind::Broker(AttributeHeaders {
+        idempotency_key: headers.idempotency_key.clone(),
+        aggregate_id: headers.aggregate_id.clone(),
+        event_type: headers.event_type.clone(),
     })
 }
 

@@ -15,6 +15,23 @@ pub struct Received {
     pub headers: Vec<(String, String)>,
     /// The body exactly as received (signatures are computed over these bytes).
     pub body: Vec<u8>,
+    /// The broker's own identifier of the message, the third choice of idempotency key (page 08):
+    /// the AMQP `messageId` property, or NATS's `Nats-Msg-Id` header. `None` for HTTP.
+    pub message_id: Option<String>,
+    /// The Kafka record key: the third choice of idempotency key and the last of aggregate id.
+    pub record_key: Option<String>,
+}
+
+impl Received {
+    /// A message of `headers` and `body` with no broker identifiers (what HTTP receives).
+    pub fn new(headers: Vec<(String, String)>, body: Vec<u8>) -> Self {
+        Self {
+            headers,
+            body,
+            message_id: None,
+            record_key: None,
+        }
+    }
 }
 
 /// Why a message was refused after the credential check and the filter.

@@ -152,7 +152,7 @@ impl Handler for InboxHandler {
         };
         let ingested = self
             .ingest
-            .ingest(&source, Received { headers, body })
+            .ingest(&source, Received::new(headers, body))
             .await;
         answer(res, ingested);
     }

@@ -7,6 +7,7 @@
 //! whether the filter would pass, and the correlation id is echoed only once the message got past
 //! the checks that decide whether it is processed at all.
 
+mod attributes;
 mod body;
 mod coalesce;
 mod rate;
@@ -61,15 +62,45 @@ pub struct IngestSource {
     pub transform: Option<StageTransform>,
 }
 
-/// How a source hands over its messages, which decides what a rejected transform does.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// How a source hands over its messages, which decides what a refused message becomes and where
+/// its attributes come from.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum IngestKind {
-    /// An HTTP source: the sender still holds a message it gets an error for, so a rejection
-    /// stores nothing and answers 422.
+    /// An HTTP source: the sender still holds a message it gets an error for, so a refusal
+    /// stores nothing and is answered; the attributes come from the body alone.
     Http,
     /// A RabbitMQ, Kafka or NATS source: the message is acknowledged whatever happens, so a
-    /// rejection stores the original payload as a dead row instead of losing it.
-    Broker,
+    /// refusal stores it as a dead row instead of losing it; the attributes also come from headers
+    /// and the broker's own identifiers (page 08).
+    Broker(AttributeHeaders),
+}
+
+impl IngestKind {
+    /// Whether this is a broker source.
+    pub fn is_broker(&self) -> bool {
+        matches!(self, IngestKind::Broker(_))
+    }
+}
+
+/// The header names a broker source reads three attributes from (`attributeHeaders`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AttributeHeaders {
+    /// The idempotency key: read before `idempotencyKeyPath`.
+    pub idempotency_key: String,
+    /// The aggregate id: read after `aggregateIdPath`.
+    pub aggregate_id: String,
+    /// The event type: read after `eventTypePath`.
+    pub event_type: String,
+}
+
+impl Default for AttributeHeaders {
+    fn default() -> Self {
+        Self {
+            idempotency_key: "x-idempotency-key".into(),
+            aggregate_id: "x-aggregate-id".into(),
+            event_type: "x-event-type".into(),
+        }
+    }
 }
 
 /// The wall clock in Unix milliseconds, as the HMAC timestamp guard reads it.
@@ -168,25 +199,17 @@ impl IngestPipeline {
                 .refuse(spec, received, correlation, unstorable.into_rejection())
                 .await;
         }
-        let idempotency_key = match spec.idempotency_key_path.text(&document) {
-            Some(key) => key,
-            // A broker message always gets a key: the digest of its body is the last resort.
-            None if spec.kind == IngestKind::Broker => body_digest(&received.body),
-            None => {
-                IngestEvents::extraction_failed();
-                return IngestOutcome::Rejected(Rejection::KeyNotFound {
-                    path: spec.idempotency_key_path.to_string(),
-                });
-            }
+        let Some(attributes) = attributes::extract(spec, &received, &document) else {
+            IngestEvents::extraction_failed();
+            return IngestOutcome::Rejected(Rejection::KeyNotFound {
+                path: spec.idempotency_key_path.to_string(),
+            });
         };
-        let event_type = spec
-            .event_type_path
-            .as_ref()
-            .and_then(|path| path.text(&document));
-        let aggregate_id = spec
-            .aggregate_id_path
-            .as_ref()
-            .and_then(|path| path.text(&document));
+        let attributes::Attributes {
+            idempotency_key,
+            event_type,
+            aggregate_id,
+        } = attributes;
         let headers = stored_headers(
             &received.headers,
             spec.auth.as_ref().map(CredentialCheck::credential_header),
@@ -239,7 +262,7 @@ impl IngestPipeline {
                     IngestEvents::extraction_failed();
                     IngestOutcome::Rejected(Rejection::Unstorable { reason })
                 }
-                IngestKind::Broker => {
+                IngestKind::Broker(_) => {
                     self.store_dead(
                         spec,
                         payload.into_bytes(),
@@ -277,7 +300,7 @@ impl IngestPipeline {
     ) -> IngestOutcome {
         match self.insert_row(spec, &message, correlation).await {
             Ok(outcome) => outcome,
-            Err(reason) if spec.kind == IngestKind::Broker && message.dead_reason.is_none() => {
+            Err(reason) if spec.kind.is_broker() && message.dead_reason.is_none() => {
                 self.store_dead(
                     spec,
                     message.payload.into_bytes(),
@@ -352,7 +375,7 @@ impl IngestPipeline {
         IngestEvents::extraction_failed();
         match spec.kind {
             IngestKind::Http => IngestOutcome::Rejected(rejection),
-            IngestKind::Broker => {
+            IngestKind::Broker(_) => {
                 let key = body_digest(&received.body);
                 let headers = stored_headers(&received.headers, None)
                     .into_iter()

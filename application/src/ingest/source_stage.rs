@@ -47,7 +47,7 @@ pub(super) async fn run(
         %error,
         "source transform failed"
     );
-    match (transform.strategy(), spec.kind) {
+    match (transform.strategy(), &spec.kind) {
         (ErrorStrategy::Skip, _) => SourceStage::Store {
             payload: original,
             dead_reason: None,
@@ -58,7 +58,7 @@ pub(super) async fn run(
                 reason: error.message,
             })
         }
-        (ErrorStrategy::Fail | ErrorStrategy::Dead, IngestKind::Broker) => {
+        (ErrorStrategy::Fail | ErrorStrategy::Dead, IngestKind::Broker(_)) => {
             IngestEvents::transform_failed();
             SourceStage::Store {
                 payload: original,

@@ -88,13 +88,13 @@ fn pipeline(store: Arc<MemoryInbox>, sources: Vec<IngestSource>) -> IngestPipeli
 }
 
 fn received(headers: &[(&str, &str)], body: &str) -> Received {
-    Received {
-        headers: headers
+    Received::new(
+        headers
             .iter()
             .map(|(n, v)| ((*n).to_owned(), (*v).to_owned()))
             .collect(),
-        body: body.as_bytes().to_vec(),
-    }
+        body.as_bytes().to_vec(),
+    )
 }
 
 #[tokio::test]
@@ -426,8 +426,11 @@ mod source_transform {
 
     #[tokio::test]
     async fn skip_stores_the_original_body_at_every_source_kind() {
-        for kind in [IngestKind::Http, IngestKind::Broker] {
-            let (store, p) = with(kind, failing(ErrorStrategy::Skip));
+        for kind in [
+            IngestKind::Http,
+            IngestKind::Broker(AttributeHeaders::default()),
+        ] {
+            let (store, p) = with(kind.clone(), failing(ErrorStrategy::Skip));
             let result = p.ingest("s", received(&[], BODY)).await;
             assert!(
                 matches!(result.outcome, IngestOutcome::Stored { .. }),
@@ -443,7 +446,10 @@ mod source_transform {
     #[tokio::test]
     async fn fail_and_dead_at_a_broker_source_store_the_original_payload_dead() {
         for strategy in [ErrorStrategy::Fail, ErrorStrategy::Dead] {
-            let (store, p) = with(IngestKind::Broker, failing(strategy));
+            let (store, p) = with(
+                IngestKind::Broker(AttributeHeaders::default()),
+                failing(strategy),
+            );
             let result = p.ingest("s", received(&[], BODY)).await;
             let IngestOutcome::StoredDead { id: _, reason } = result.outcome else {
                 panic!("{strategy}: expected a dead row, got {:?}", result.outcome);
@@ -590,7 +596,7 @@ mod unstorable {
             refuse_payload_with: Some("1e-20000"),
             ..MemoryInbox::default()
         };
-        let (store, p) = at(IngestKind::Broker, store);
+        let (store, p) = at(IngestKind::Broker(AttributeHeaders::default()), store);
         let long_key = format!(r#"{{"id":"{}"}}"#, "k".repeat(300));
         let bodies: [&[u8]; 6] = [
             b"<not json/>",
@@ -601,10 +607,7 @@ mod unstorable {
             br#"[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]"#,
         ];
         for body in bodies {
-            let message = Received {
-                headers: vec![("x-trace".into(), "t".into())],
-                body: body.to_vec(),
-            };
+            let message = Received::new(vec![("x-trace".into(), "t".into())], body.to_vec());
             let first = p.ingest("s", message.clone()).await;
             assert!(
                 matches!(first.outcome, IngestOutcome::StoredDead { .. }),
@@ -653,14 +656,17 @@ mod unstorable {
 
     #[tokio::test]
     async fn a_header_with_a_nul_makes_a_broker_message_dead_without_that_header() {
-        let (store, p) = at(IngestKind::Broker, MemoryInbox::default());
-        let message = Received {
-            headers: vec![
+        let (store, p) = at(
+            IngestKind::Broker(AttributeHeaders::default()),
+            MemoryInbox::default(),
+        );
+        let message = Received::new(
+            vec![
                 ("x-trace".into(), "t\0".into()),
                 ("x-tenant".into(), "acme".into()),
             ],
-            body: br#"{"id":"a"}"#.to_vec(),
-        };
+            br#"{"id":"a"}"#.to_vec(),
+        );
         let result = p.ingest("s", message).await;
         assert!(
             matches!(result.outcome, IngestOutcome::StoredDead { .. }),
