@@ -1,6 +1,6 @@
-//! The use cases of QueueBox, written against the ports only: the health registry, the lifecycle of
-//! background workers, and (in later issues) the dispatcher, ingest pipeline, relay, replay and
-//! retention.
+//! The use cases of QueueBox, written against the ports only: the outbox dispatcher, the ingest
+//! pipeline, the inbox relay, replay, retention, the health registry and the lifecycle of
+//! background workers.
 //!
 //! This crate depends on the domain and the ports; it must never depend on an adapter.
 

@@ -8,31 +8,53 @@ use crate::reader::{Block, Reader};
 use crate::url::check_http_url;
 use queuebox_domain::secret::Secret;
 
-const INBOUND: &[KindKeys] = &[
+/// The inbound auth kinds, as [`select`] tells them apart.
+#[derive(Clone, Copy)]
+enum Inbound {
+    Bearer,
+    ApiKey,
+    Hmac,
+}
+
+const INBOUND: &[KindKeys<Inbound>] = &[
     KindKeys {
+        kind: Inbound::Bearer,
         name: "bearer",
         keys: &["token"],
     },
     KindKeys {
+        kind: Inbound::ApiKey,
         name: "api-key",
         keys: &["key"],
     },
     KindKeys {
+        kind: Inbound::Hmac,
         name: "hmac",
         keys: &["secret"],
     },
 ];
 
-const OUTBOUND: &[KindKeys] = &[
+/// The outbound auth kinds, as [`select`] tells them apart.
+#[derive(Clone, Copy)]
+enum Outbound {
+    Oauth2,
+    Basic,
+    Header,
+}
+
+const OUTBOUND: &[KindKeys<Outbound>] = &[
     KindKeys {
+        kind: Outbound::Oauth2,
         name: "oauth2",
         keys: &["clientId", "clientSecret", "tokenUrl"],
     },
     KindKeys {
+        kind: Outbound::Basic,
         name: "basic",
         keys: &["username", "password"],
     },
     KindKeys {
+        kind: Outbound::Header,
         name: "header",
         keys: &["headerValue"],
     },
@@ -57,18 +79,16 @@ fn credential(r: &mut Reader, b: &mut Block<'_>, key: &'static str) -> Secret {
 pub(crate) fn read_inbound(r: &mut Reader, parent: &mut Block<'_>) -> Option<InboundAuth> {
     let value = parent.get("auth")?;
     let mut b = Block::open(r, Some(value), &parent.path_of("auth"));
-    let kind = select(r, &mut b, "an auth block", INBOUND);
-    let auth = match kind {
-        Some("bearer") => Some(InboundAuth::Bearer {
+    let auth = select(r, &mut b, "an auth block", INBOUND).map(|kind| match kind {
+        Inbound::Bearer => InboundAuth::Bearer {
             token: credential(r, &mut b, "token"),
-        }),
-        Some("api-key") => Some(InboundAuth::ApiKey {
+        },
+        Inbound::ApiKey => InboundAuth::ApiKey {
             header_name: text_or(r, &mut b, "headerName", "X-API-Key"),
             key: credential(r, &mut b, "key"),
-        }),
-        Some(_) => Some(InboundAuth::Hmac(read_hmac(r, &mut b))),
-        None => None,
-    };
+        },
+        Inbound::Hmac => InboundAuth::Hmac(read_hmac(r, &mut b)),
+    });
     b.finish(r);
     auth
 }
@@ -140,9 +160,8 @@ fn read_hmac(r: &mut Reader, b: &mut Block<'_>) -> HmacAuth {
 pub(crate) fn read_outbound(r: &mut Reader, parent: &mut Block<'_>) -> Option<OutboundAuth> {
     let value = parent.get("auth")?;
     let mut b = Block::open(r, Some(value), &parent.path_of("auth"));
-    let kind = select(r, &mut b, "an auth block", OUTBOUND);
-    let auth = match kind {
-        Some("oauth2") => {
+    let auth = match select(r, &mut b, "an auth block", OUTBOUND) {
+        Some(Outbound::Oauth2) => {
             let client_id = required(r, &mut b, "clientId");
             let secret_value = b.get("clientSecret");
             let client_secret = r
@@ -165,7 +184,7 @@ pub(crate) fn read_outbound(r: &mut Reader, parent: &mut Block<'_>) -> Option<Ou
                 extra_params,
             })
         }
-        Some("basic") => {
+        Some(Outbound::Basic) => {
             let username = required(r, &mut b, "username");
             let password_value = b.get("password");
             let password = r
@@ -173,7 +192,7 @@ pub(crate) fn read_outbound(r: &mut Reader, parent: &mut Block<'_>) -> Option<Ou
                 .unwrap_or_default();
             Some(OutboundAuth::Basic { username, password })
         }
-        Some(_) => {
+        Some(Outbound::Header) => {
             let header_name = text_or(r, &mut b, "headerName", "Authorization");
             let value = b.get("headerValue");
             let header_value = r

@@ -16,20 +16,33 @@ use indexmap::IndexMap;
 use queuebox_domain::template::address::AddressField;
 use serde_json::Value;
 
-const KINDS: &[KindKeys] = &[
+/// The destination kinds, as [`select`] tells them apart.
+#[derive(Clone, Copy)]
+enum Kind {
+    Http,
+    Rabbitmq,
+    Kafka,
+    Nats,
+}
+
+const KINDS: &[KindKeys<Kind>] = &[
     KindKeys {
+        kind: Kind::Http,
         name: "http",
         keys: &["baseUrl"],
     },
     KindKeys {
+        kind: Kind::Rabbitmq,
         name: "rabbitmq",
         keys: &["url", "exchange"],
     },
     KindKeys {
+        kind: Kind::Kafka,
         name: "kafka",
         keys: &["bootstrapServers", "topic"],
     },
     KindKeys {
+        kind: Kind::Nats,
         name: "nats",
         keys: &["servers", "subject"],
     },
@@ -39,14 +52,12 @@ pub(super) fn read(r: &mut Reader, value: Option<&Value>) -> IndexMap<String, De
     let mut destinations = IndexMap::new();
     for (name, value) in r.named(value, "destinations") {
         let mut b = Block::open(r, Some(value), &format!("destinations.{name}"));
-        let kind = select(r, &mut b, "a destination", KINDS);
-        let kind = match kind {
-            Some("http") => Some(DestinationKind::Http(read_http(r, &mut b))),
-            Some("rabbitmq") => Some(DestinationKind::Rabbitmq(read_rabbitmq(r, &mut b, &name))),
-            Some("kafka") => Some(DestinationKind::Kafka(read_kafka(r, &mut b, &name))),
-            Some(_) => Some(DestinationKind::Nats(read_nats(r, &mut b, &name))),
-            None => None,
-        };
+        let kind = select(r, &mut b, "a destination", KINDS).map(|kind| match kind {
+            Kind::Http => DestinationKind::Http(read_http(r, &mut b)),
+            Kind::Rabbitmq => DestinationKind::Rabbitmq(read_rabbitmq(r, &mut b, &name)),
+            Kind::Kafka => DestinationKind::Kafka(read_kafka(r, &mut b, &name)),
+            Kind::Nats => DestinationKind::Nats(read_nats(r, &mut b, &name)),
+        });
         let headers_value = b.get("headers");
         let headers = r.text_map(headers_value, &b.path_of("headers"));
         let transform = transform::read(r, &mut b);

@@ -7,8 +7,10 @@
 use super::text;
 use crate::reader::{Block, Reader};
 
-/// One kind and the keys that select it.
-pub(crate) struct KindKeys {
+/// One kind and the keys that select it. `kind` is the reader's own enum value for it, so the
+/// reader matches the selected kind exhaustively instead of comparing names.
+pub(crate) struct KindKeys<K> {
+    pub kind: K,
     pub name: &'static str,
     pub keys: &'static [&'static str],
 }
@@ -20,12 +22,12 @@ fn noun(what: &str) -> &str {
 
 /// The kind of block `b`, or `None` (with a problem recorded) when it cannot be told. `what` names
 /// the block with its article ("a destination", "an auth block").
-pub(crate) fn select(
+pub(crate) fn select<K: Copy>(
     r: &mut Reader,
     b: &mut Block<'_>,
     what: &str,
-    kinds: &[KindKeys],
-) -> Option<&'static str> {
+    kinds: &[KindKeys<K>],
+) -> Option<K> {
     let type_path = b.path_of("type");
     let names: Vec<&str> = kinds.iter().map(|k| k.name).collect();
     let declared = text(r, b, "type").and_then(|declared| {
@@ -41,7 +43,7 @@ pub(crate) fn select(
         }
         found
     });
-    let complete: Vec<&KindKeys> = kinds
+    let complete: Vec<&KindKeys<K>> = kinds
         .iter()
         .filter(|k| k.keys.iter().all(|key| b.has(key)))
         .collect();
@@ -58,7 +60,8 @@ pub(crate) fn select(
                 );
                 None
             }
-            _ => Some(one.name),
+            // No `type`, or one that agrees with the keys.
+            _ => Some(one.kind),
         },
         [] => {
             // Name the missing keys of the declared kind, or of the kind the entry came closest to.

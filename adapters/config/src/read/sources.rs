@@ -18,20 +18,33 @@ use crate::secrets::SecretUrl;
 use indexmap::IndexMap;
 use serde_json::Value;
 
-const KINDS: &[KindKeys] = &[
+/// The source kinds, as [`select`] tells them apart.
+#[derive(Clone, Copy)]
+enum Kind {
+    Http,
+    Rabbitmq,
+    Kafka,
+    Nats,
+}
+
+const KINDS: &[KindKeys<Kind>] = &[
     KindKeys {
+        kind: Kind::Http,
         name: "http",
         keys: &["path", "idempotencyKeyPath"],
     },
     KindKeys {
+        kind: Kind::Rabbitmq,
         name: "rabbitmq",
         keys: &["queueName", "connectionUrl"],
     },
     KindKeys {
+        kind: Kind::Kafka,
         name: "kafka",
         keys: &["bootstrapServers", "topics", "groupId"],
     },
     KindKeys {
+        kind: Kind::Nats,
         name: "nats",
         keys: &["servers", "stream", "durable"],
     },
@@ -50,12 +63,11 @@ pub(super) fn read(r: &mut Reader, value: Option<&Value>) -> IndexMap<String, So
 }
 
 fn read_source(r: &mut Reader, b: &mut Block<'_>) -> Option<Source> {
-    let kind = select(r, b, "a source", KINDS);
-    let kind = match kind? {
-        "http" => SourceKind::Http(read_http(r, b)),
-        "rabbitmq" => SourceKind::Rabbitmq(read_rabbitmq(r, b)),
-        "kafka" => SourceKind::Kafka(read_kafka(r, b)),
-        _ => SourceKind::Nats(read_nats(r, b)),
+    let kind = match select(r, b, "a source", KINDS)? {
+        Kind::Http => SourceKind::Http(read_http(r, b)),
+        Kind::Rabbitmq => SourceKind::Rabbitmq(read_rabbitmq(r, b)),
+        Kind::Kafka => SourceKind::Kafka(read_kafka(r, b)),
+        Kind::Nats => SourceKind::Nats(read_nats(r, b)),
     };
     let is_http = matches!(kind, SourceKind::Http(_));
     let consumption = choice(
