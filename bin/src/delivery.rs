@@ -5,11 +5,14 @@
 use crate::backends;
 use crate::transforms::Transforms;
 use anyhow::Context as _;
-use queuebox_application::dispatcher::{DestinationSpec, DispatcherOptions, RouteTable};
+use queuebox_application::dispatcher::{
+    DestinationSpec, DispatcherOptions, RouteKeySpec, RouteTable,
+};
 use queuebox_application::relay::{RelayOptions, SourceTopics};
 use queuebox_config::Settings;
 use queuebox_domain::router::RouteSpec;
 use queuebox_domain::template::Template;
+use queuebox_domain::template::routing_key::RoutingKeyTemplate;
 
 /// The dispatcher's options from the `outbox` and `http` sections.
 pub fn dispatcher_options(settings: &Settings) -> DispatcherOptions {
@@ -68,7 +71,29 @@ pub async fn route_table(
     }
     Ok(RouteTable::new(&route_specs(settings), destinations)
         .context("routes")?
-        .with_route_transforms(transforms.routes.clone()))
+        .with_route_transforms(transforms.routes.clone())
+        .with_route_keys(route_keys(settings)?))
+}
+
+/// The key settings of every route, in list order.
+fn route_keys(settings: &Settings) -> anyhow::Result<Vec<RouteKeySpec>> {
+    settings
+        .routes
+        .iter()
+        .enumerate()
+        .map(|(index, route)| {
+            let template = route
+                .routing_key_template
+                .as_deref()
+                .map(RoutingKeyTemplate::parse)
+                .transpose()
+                .with_context(|| format!("routes[{index}].routingKeyTemplate"))?;
+            Ok(RouteKeySpec {
+                template,
+                missing_default: route.routing_key_missing_field_default.clone(),
+            })
+        })
+        .collect()
 }
 
 /// The configured routes in list order, as the router takes them; the dispatcher and replay

@@ -10,7 +10,7 @@ use std::fmt;
 use thiserror::Error;
 
 /// One message as the destination receives it: the claimed row after routing and transforms.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct OutboundMessage {
     /// The row `id` as uuid text; the receiver's deduplication identifier.
     pub id: String,
@@ -26,6 +26,13 @@ pub struct OutboundMessage {
     pub headers: Vec<(String, String)>,
     /// Failed deliveries before this one (0 on the first delivery).
     pub attempt: i32,
+    /// The key rendered from the matched route's `routingKeyTemplate`, when the route sets one. A
+    /// keyed destination (the RabbitMQ routing key, the Kafka record key) uses it as it is, even
+    /// empty, instead of its own template; the others ignore it (page 32).
+    pub route_key: Option<String>,
+    /// The matched route's `routingKeyMissingFieldDefault` (empty when it sets none): what a
+    /// RabbitMQ destination's own `routingKeyTemplate` puts for a missing field.
+    pub missing_field_default: String,
 }
 
 /// The broad cause of a failed publish, for logs and metrics. Every kind is retried the same way

@@ -7,9 +7,9 @@
 //! `basic.return` preceded. Publishes overlap on the one channel, each waiting for its own confirm.
 //!
 //! The exchange comes from the destination's address template (or `exchangeFrom` column); the
-//! routing key from the destination's `routingKeyTemplate`. The publish port does not carry the
-//! matched route, so a route's own `routingKeyTemplate` cannot reach this crate yet (see
-//! [`RabbitmqPublisherOptions::routing_key_missing_field_default`]).
+//! routing key from the matched route's `routingKeyTemplate` (rendered by the dispatcher, carried
+//! in [`OutboundMessage::route_key`](queuebox_ports::publish::OutboundMessage::route_key)), else
+//! from the destination's `routingKeyTemplate` with the route's missing-field default.
 //!
 //! Wiring (in the binary): one publisher per `destinations.<name>` of type `rabbitmq`, built once
 //! at start and held as `Arc<dyn Publisher>`:
@@ -20,7 +20,6 @@
 //! exchange, exchange_from            <- `exchange`, `exchangeFrom`
 //! exchange_type, delivery_mode       <- `exchangeType`, `deliveryMode`
 //! routing_key_template               <- the destination `routingKeyTemplate`
-//! routing_key_missing_field_default  <- the routes' `routingKeyMissingFieldDefault` (see its doc)
 //! headers                            <- the destination `headers`, in file order
 //! max_reason_bytes                   <- `http.maxErrorBodyBytes`
 //! timeout                            <- DEFAULT_TIMEOUT (the configuration has no key for it)

@@ -131,6 +131,7 @@ mod tests {
             payload: "{}".to_owned(),
             headers: pairs(headers),
             attempt: 4,
+            ..OutboundMessage::default()
         }
     }
 

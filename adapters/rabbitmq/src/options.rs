@@ -81,13 +81,9 @@ pub struct RabbitmqPublisherOptions {
     pub exchange_from: Option<AddressColumn>,
     /// `exchangeType`: the type the exchange is declared with (durable).
     pub exchange_type: ExchangeType,
-    /// `routingKeyTemplate` of the destination.
+    /// `routingKeyTemplate` of the destination, used when the matched route sets none; a missing
+    /// field renders the route's `routingKeyMissingFieldDefault`, which each message carries.
     pub routing_key_template: String,
-    /// The value of a routing key placeholder that finds nothing. The configuration sets it per
-    /// route (`routingKeyMissingFieldDefault`); until the publish port carries the route's routing
-    /// key, the wiring passes the default of the routes that use this destination (empty when
-    /// they set none).
-    pub routing_key_missing_field_default: String,
     /// `deliveryMode`.
     pub delivery_mode: DeliveryMode,
     /// `headers`: static headers on every message, in configuration order.
@@ -117,7 +113,6 @@ impl RabbitmqPublisherOptions {
             exchange_from: None,
             exchange_type: DEFAULT_EXCHANGE_TYPE,
             routing_key_template: DEFAULT_ROUTING_KEY_TEMPLATE.to_owned(),
-            routing_key_missing_field_default: String::new(),
             delivery_mode: DEFAULT_DELIVERY_MODE,
             headers: Vec::new(),
             timeout: DEFAULT_TIMEOUT,

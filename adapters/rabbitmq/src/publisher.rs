@@ -39,7 +39,6 @@ pub struct RabbitmqPublisher {
     literal_exchange: Option<String>,
     exchange_type: ExchangeType,
     routing_key: RoutingKeyTemplate,
-    missing_default: String,
     delivery_mode: DeliveryMode,
     headers: Vec<(String, String)>,
     timeout: Duration,
@@ -124,7 +123,6 @@ impl RabbitmqPublisher {
             literal_exchange,
             exchange_type: options.exchange_type,
             routing_key,
-            missing_default: options.routing_key_missing_field_default,
             delivery_mode: options.delivery_mode,
             headers: options.headers,
             timeout: options.timeout,
@@ -162,7 +160,13 @@ impl RabbitmqPublisher {
             &message.payload,
         );
         let exchange = self.exchange.render(&row)?.into_owned();
-        let routing_key = self.routing_key.render(&row, &self.missing_default);
+        // The matched route's own template wins, as it rendered, even empty (page 32).
+        let routing_key = match &message.route_key {
+            Some(key) => key.clone(),
+            None => self
+                .routing_key
+                .render(&row, &message.missing_field_default),
+        };
         if exchange.len() > MAX_SHORT_STRING {
             return Err(self.fail(
                 PublishErrorKind::InvalidMessage,
@@ -366,7 +370,7 @@ fn short_string(text: &str) -> Result<ShortString, PublishError> {
 }
 
 /// The password as written in the URL (percent-encoded), which the parser decodes.
-fn encoded_password(url: &str) -> Option<&str> {
+pub(crate) fn encoded_password(url: &str) -> Option<&str> {
     let rest = url.split_once("://")?.1;
     let authority = rest.split(['/', '?', '#']).next()?;
     let userinfo = authority.rsplit_once('@')?.0;
@@ -434,17 +438,15 @@ mod tests {
         let url = "amqp://guest:guest@127.0.0.1:5672/%2f";
         let mut templated = options(url, "events.{{ aggregateType }}");
         templated.routing_key_template = "{{ payload.region }}.{{ topic }}".to_owned();
-        templated.routing_key_missing_field_default = "unknown".to_owned();
         let publisher = RabbitmqPublisher::new(templated).unwrap();
         assert_eq!(publisher.literal_exchange, None);
         let message = OutboundMessage {
             id: "1".to_owned(),
             topic: "order.created".to_owned(),
-            key: None,
             aggregate_type: Some("order".to_owned()),
             payload: "{}".to_owned(),
-            headers: Vec::new(),
-            attempt: 0,
+            missing_field_default: "unknown".to_owned(),
+            ..OutboundMessage::default()
         };
         assert_eq!(
             publisher.address_of(&message).unwrap(),
@@ -453,6 +455,14 @@ mod tests {
                 "unknown.order.created".to_owned()
             )
         );
+        // A route's own key wins as it rendered, even empty.
+        for route_key in ["from.route", ""] {
+            let routed = OutboundMessage {
+                route_key: Some(route_key.to_owned()),
+                ..message.clone()
+            };
+            assert_eq!(publisher.address_of(&routed).unwrap().1, route_key);
+        }
         let bare = OutboundMessage {
             aggregate_type: None,
             ..message

@@ -23,6 +23,7 @@ fn message() -> OutboundMessage {
         payload: r#"{"invoice":7}"#.to_owned(),
         headers: Vec::new(),
         attempt: 0,
+        ..OutboundMessage::default()
     }
 }
 

@@ -19,6 +19,7 @@ fn message() -> OutboundMessage {
         payload: r#"{"orderId":"o-1","amount":99.99}"#.to_owned(),
         headers: vec![("X-Tenant".to_owned(), "acme".to_owned())],
         attempt: 3,
+        ..OutboundMessage::default()
     }
 }
 

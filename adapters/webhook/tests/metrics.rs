@@ -19,6 +19,7 @@ fn message() -> OutboundMessage {
         payload: "{}".to_owned(),
         headers: Vec::new(),
         attempt: 0,
+        ..OutboundMessage::default()
     }
 }
 

@@ -19,7 +19,7 @@ mod routes;
 mod transforms;
 
 pub use options::DispatcherOptions;
-pub use routes::{DestinationEntry, DestinationSpec, RouteError, RouteTable};
+pub use routes::{DestinationEntry, DestinationSpec, RouteError, RouteKeySpec, RouteTable};
 
 use crate::lifecycle::StopSignal;
 use crate::telemetry::OutboxMetrics;
@@ -29,6 +29,7 @@ use held::Held;
 use idle_wait::IdleWait;
 use maintenance::Maintenance;
 use queuebox_domain::outbox::DeliveryOutcome;
+use queuebox_domain::template::row::RowFields;
 use queuebox_ports::health::HealthCheck;
 use queuebox_ports::outbox::{ClaimRequest, ClaimedRow, FencedFinish, Finish, OutboxStore};
 use queuebox_ports::publish::{OutboundMessage, PublishErrorKind};
@@ -358,7 +359,7 @@ async fn publish(
         Ok(payload) => payload,
         Err(outcome) => return (outcome, None),
     };
-    let message = outbound(row, payload);
+    let message = outbound(row, payload, resolved.route_key);
     let publish_started = Instant::now();
     let result = publisher.publish(&message).await;
     destination
@@ -380,16 +381,36 @@ async fn publish(
     }
 }
 
-/// The message of `row`, carrying `payload` (the transformed one) or, when `None`, the stored one.
-fn outbound(row: &ClaimedRow, payload: Option<String>) -> OutboundMessage {
+/// The message of `row`, carrying `payload` (the transformed one) or, when `None`, the stored one,
+/// and the key of the matched route, rendered over the message as the destination sees it.
+fn outbound(
+    row: &ClaimedRow,
+    payload: Option<String>,
+    route_key: Option<&RouteKeySpec>,
+) -> OutboundMessage {
+    let payload = payload.unwrap_or_else(|| row.payload.clone());
+    let missing_default = route_key
+        .map(|k| k.missing_default.clone())
+        .unwrap_or_default();
+    let rendered = route_key.and_then(|k| k.template.as_ref()).map(|template| {
+        let fields = RowFields::new(
+            &row.topic,
+            row.key.as_deref(),
+            row.aggregate_type.as_deref(),
+            &payload,
+        );
+        template.render(&fields, &missing_default)
+    });
     OutboundMessage {
         id: row.id.to_string(),
         topic: row.topic.clone(),
         key: row.key.clone(),
         aggregate_type: row.aggregate_type.clone(),
-        payload: payload.unwrap_or_else(|| row.payload.clone()),
+        payload,
         headers: row.headers.clone(),
         attempt: row.attempt,
+        route_key: rendered,
+        missing_field_default: missing_default,
     }
 }
 

@@ -5,6 +5,7 @@ use crate::telemetry::{DestinationMetrics, OutboxPendingGauges};
 use crate::transform::StageTransform;
 use queuebox_domain::outbox::DeliveryOutcome;
 use queuebox_domain::router::{RouteSpec, Router, RouterError};
+use queuebox_domain::template::routing_key::RoutingKeyTemplate;
 use queuebox_ports::publish::Publisher;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -42,6 +43,17 @@ pub(crate) struct Resolved<'a> {
     pub(crate) destination: &'a DestinationEntry,
     /// `routes[i].transform` of the matching route.
     pub(crate) route_transform: Option<&'a StageTransform>,
+    /// The key settings of the matching route.
+    pub(crate) route_key: Option<&'a RouteKeySpec>,
+}
+
+/// The key settings of one route: `routingKeyTemplate` and `routingKeyMissingFieldDefault`.
+#[derive(Debug, Clone, Default)]
+pub struct RouteKeySpec {
+    /// `routes[i].routingKeyTemplate`, compiled.
+    pub template: Option<RoutingKeyTemplate>,
+    /// `routes[i].routingKeyMissingFieldDefault`.
+    pub missing_default: String,
 }
 
 /// Topic -> destination, built once at start.
@@ -51,6 +63,8 @@ pub struct RouteTable {
     by_name: HashMap<String, usize>,
     /// Entry `i` is the transform of `routes[i]`.
     route_transforms: Vec<Option<StageTransform>>,
+    /// Entry `i` is the key settings of `routes[i]`.
+    route_keys: Vec<RouteKeySpec>,
 }
 
 impl RouteTable {
@@ -80,6 +94,7 @@ impl RouteTable {
             destinations,
             by_name,
             route_transforms: Vec::new(),
+            route_keys: Vec::new(),
         })
     }
 
@@ -87,6 +102,13 @@ impl RouteTable {
     /// (in the order given to [`RouteTable::new`]); a missing entry means no transform.
     pub fn with_route_transforms(mut self, transforms: Vec<Option<StageTransform>>) -> Self {
         self.route_transforms = transforms;
+        self
+    }
+
+    /// The table with the key settings of the routes: entry `i` belongs to `routes[i]`; a missing
+    /// entry means neither setting.
+    pub fn with_route_keys(mut self, keys: Vec<RouteKeySpec>) -> Self {
+        self.route_keys = keys;
         self
     }
 
@@ -98,6 +120,7 @@ impl RouteTable {
             .as_ref()
             .and_then(|m| self.route_transforms.get(m.index))
             .and_then(Option::as_ref);
+        let route_key = matched.as_ref().and_then(|m| self.route_keys.get(m.index));
         let found = matched
             .and_then(|m| self.by_name.get(m.destination))
             .and_then(|index| self.destinations.get(*index));
@@ -105,6 +128,7 @@ impl RouteTable {
             Some(destination) if destination.publisher.is_some() => Ok(Resolved {
                 destination,
                 route_transform,
+                route_key,
             }),
             Some(destination) => Err(DeliveryOutcome::NoPublisher {
                 destination: destination.name.clone(),

@@ -656,3 +656,40 @@ mod transforms {
         );
     }
 }
+
+#[test]
+fn the_route_key_is_rendered_over_the_message_payload_with_the_route_default() {
+    use queuebox_domain::template::routing_key::RoutingKeyTemplate;
+    let mut claimed = row("order.created");
+    claimed.aggregate_type = Some("order".to_owned());
+    claimed.payload = r#"{"region":"eu"}"#.to_owned();
+    let with_template = RouteKeySpec {
+        template: Some(
+            RoutingKeyTemplate::parse("{{ payload.region }}.{{ payload.tier }}").unwrap(),
+        ),
+        missing_default: "none".to_owned(),
+    };
+    let message = outbound(&claimed, None, Some(&with_template));
+    assert_eq!(message.route_key.as_deref(), Some("eu.none"));
+    assert_eq!(message.missing_field_default, "none");
+    // A transformed payload is what the key reads, as the destination sees it.
+    let message = outbound(
+        &claimed,
+        Some(r#"{"region":"us","tier":"gold"}"#.to_owned()),
+        Some(&with_template),
+    );
+    assert_eq!(message.route_key.as_deref(), Some("us.gold"));
+    // A route without a template hands only its default to the destination's own template.
+    let default_only = RouteKeySpec {
+        template: None,
+        missing_default: "x".to_owned(),
+    };
+    let message = outbound(&claimed, None, Some(&default_only));
+    assert_eq!(message.route_key, None);
+    assert_eq!(message.missing_field_default, "x");
+    let message = outbound(&claimed, None, None);
+    assert_eq!(
+        (message.route_key, message.missing_field_default.as_str()),
+        (None, "")
+    );
+}

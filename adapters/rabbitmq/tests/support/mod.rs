@@ -82,6 +82,7 @@ pub fn message(topic: &str) -> OutboundMessage {
         payload: r#"{"orderId":"o-1","region":"eu"}"#.to_owned(),
         headers: vec![("x-tenant".to_owned(), "acme".to_owned())],
         attempt: 0,
+        ..OutboundMessage::default()
     }
 }
 
