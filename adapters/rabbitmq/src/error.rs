@@ -1,11 +1,12 @@
-//! The errors of building a RabbitMQ publisher. They stop the start, so they name the destination
-//! and the key at fault; they never print the URL, which carries the password.
+//! The errors of building a RabbitMQ publisher or source. They stop the start, so they name the
+//! destination or source and the key at fault; they never print the URL, which carries the
+//! password.
 
 use queuebox_domain::template::TemplateError;
 use queuebox_domain::template::address::AddressTemplateError;
 use thiserror::Error;
 
-/// Why a RabbitMQ publisher cannot be built.
+/// Why a RabbitMQ publisher or source cannot be built.
 #[derive(Debug, Error)]
 pub enum RabbitmqError {
     /// `url` is not an AMQP URI.
@@ -32,6 +33,22 @@ pub enum RabbitmqError {
     InvalidSetting {
         /// The destination name.
         destination: String,
+        /// What is wrong (never a secret value).
+        what: String,
+    },
+    /// A source's `connectionUrl` is not an AMQP URI.
+    #[error("source `{name}`: connectionUrl is not a usable AMQP URI: {reason}")]
+    InvalidSourceUrl {
+        /// The source name.
+        name: String,
+        /// What is wrong, with the URL and its password masked.
+        reason: String,
+    },
+    /// Another setting of a source is unusable (an empty queue name, a prefetch of 0).
+    #[error("source `{name}`: {what}")]
+    InvalidSourceSetting {
+        /// The source name.
+        name: String,
         /// What is wrong (never a secret value).
         what: String,
     },
