@@ -39,6 +39,8 @@ mod features;
 pub mod http;
 #[cfg(feature = "postgres")]
 pub mod postgres;
+#[cfg(feature = "rabbitmq")]
+pub mod rabbitmq;
 mod source;
 pub(crate) mod unwired;
 
@@ -64,7 +66,17 @@ pub async fn publisher(
         DestinationKind::Http(config) => http::publisher(settings, name, destination, config)
             .await
             .map(Some),
-        DestinationKind::Rabbitmq(_) | DestinationKind::Kafka(_) | DestinationKind::Nats(_) => {
+        #[cfg(feature = "rabbitmq")]
+        DestinationKind::Rabbitmq(config) => {
+            rabbitmq::publisher(settings, name, destination, config)
+                .await
+                .map(Some)
+        }
+        #[cfg(not(feature = "rabbitmq"))]
+        DestinationKind::Rabbitmq(_) => anyhow::bail!(Feature::Rabbitmq.missing(&format!(
+            "destinations.{name} is a rabbitmq destination"
+        ))),
+        DestinationKind::Kafka(_) | DestinationKind::Nats(_) => {
             Ok(unwired::publisher(name, destination.kind.name()))
         }
     }

@@ -1,0 +1,51 @@
+//! RabbitMQ (`queuebox-rabbitmq`, behind the `rabbitmq` feature): the publisher of `rabbitmq`
+//! destinations and the consumer of `rabbitmq` sources.
+
+use anyhow::Context as _;
+use queuebox_config::{
+    DeliveryMode as ConfiguredDeliveryMode, Destination, ExchangeType as ConfiguredExchangeType,
+    RabbitmqDestination, Settings,
+};
+use queuebox_domain::secret::Secret;
+use queuebox_ports::publish::Publisher;
+use queuebox_rabbitmq::{DeliveryMode, ExchangeType, RabbitmqPublisher, RabbitmqPublisherOptions};
+use std::sync::Arc;
+
+/// The publisher of destination `name`. It connects on its first publish (a broker that is down
+/// at start only delays delivery; the rows wait under the retry rules).
+///
+/// # Errors
+/// The URL, an address template or a static header is refused.
+pub async fn publisher(
+    settings: &Settings,
+    name: &str,
+    destination: &Destination,
+    rabbitmq: &RabbitmqDestination,
+) -> anyhow::Result<Arc<dyn Publisher>> {
+    let mut options = RabbitmqPublisherOptions::new(
+        name,
+        Secret::new(rabbitmq.url.expose().to_owned()),
+        rabbitmq.exchange.clone(),
+    );
+    options.exchange_from = rabbitmq.exchange_from;
+    options.exchange_type = match rabbitmq.exchange_type {
+        ConfiguredExchangeType::Topic => ExchangeType::Topic,
+        ConfiguredExchangeType::Direct => ExchangeType::Direct,
+        ConfiguredExchangeType::Fanout => ExchangeType::Fanout,
+    };
+    options.routing_key_template = rabbitmq.routing_key_template.clone();
+    options.delivery_mode = match rabbitmq.delivery_mode {
+        ConfiguredDeliveryMode::Persistent => DeliveryMode::Persistent,
+        ConfiguredDeliveryMode::Transient => DeliveryMode::Transient,
+    };
+    options.headers = destination
+        .headers
+        .iter()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    options.max_reason_bytes = settings.http.max_error_body_bytes;
+    options.connection_name = Some(format!("queuebox destination {name}"));
+    let publisher =
+        RabbitmqPublisher::new(options).with_context(|| format!("destinations.{name}"))?;
+    Ok(Arc::new(publisher))
+}

@@ -1,0 +1,459 @@
+//! RabbitMQ end to end: the real binary delivers outbox rows from a real PostgreSQL to a real
+//! RabbitMQ (`QB_TEST_AMQP_URL`, started by `scripts/services.sh`), and stores messages of a
+//! RabbitMQ queue in the inbox. Each test uses exchanges and queues of its own.
+
+use lapin::options::{
+    BasicGetOptions, BasicPublishOptions, ExchangeDeclareOptions, QueueBindOptions,
+    QueueDeclareOptions, QueueDeleteOptions,
+};
+use lapin::types::{AMQPValue, FieldTable};
+use lapin::{BasicProperties, Channel, Connection, ConnectionProperties, ExchangeKind};
+use queuebox_tests::database::TestDatabase;
+use queuebox_tests::process::{Launch, QueueBox};
+use queuebox_tests::{free_port, sample, wait_until};
+use sqlx::PgPool;
+use std::time::Duration;
+use uuid::Uuid;
+
+const START: Duration = Duration::from_secs(30);
+const WAIT: Duration = Duration::from_secs(30);
+
+fn amqp_url() -> String {
+    std::env::var("QB_TEST_AMQP_URL").unwrap_or_else(|_| {
+        panic!("QB_TEST_AMQP_URL is not set: start the services first with `eval \"$(bash scripts/services.sh)\"`")
+    })
+}
+
+fn unique(prefix: &str) -> String {
+    format!("qb-e2e-{prefix}-{}", Uuid::new_v4().simple())
+}
+
+/// `rabbitmqctl` with `args`; panics with its output when it fails.
+fn rabbitmqctl(args: &[&str]) {
+    let output = std::process::Command::new("rabbitmqctl")
+        .args(args)
+        .output()
+        .expect("run rabbitmqctl");
+    assert!(output.status.success(), "rabbitmqctl {args:?}: {output:?}");
+}
+
+/// A virtual host of the test's own, so that closing its connections touches no other test;
+/// returns the broker URL that names it.
+fn own_vhost() -> (String, String) {
+    let vhost = unique("vhost");
+    rabbitmqctl(&["add_vhost", &vhost]);
+    rabbitmqctl(&["set_permissions", "-p", &vhost, "guest", ".*", ".*", ".*"]);
+    let url = amqp_url();
+    let start = url.find("://").map_or(0, |i| i + 3);
+    let end = url[start..].find('/').map_or(url.len(), |i| start + i);
+    (vhost.clone(), format!("{}/{vhost}", &url[..end]))
+}
+
+/// A test's own AMQP client.
+struct Amqp {
+    _connection: Connection,
+    channel: Channel,
+}
+
+impl Amqp {
+    async fn connect() -> Self {
+        Self::connect_to(&amqp_url()).await
+    }
+
+    async fn connect_to(url: &str) -> Self {
+        let connection = Connection::connect(url, ConnectionProperties::default())
+            .await
+            .expect("connect to RabbitMQ");
+        let channel = connection.create_channel().await.expect("channel");
+        Self {
+            _connection: connection,
+            channel,
+        }
+    }
+
+    /// A durable topic exchange (as the destination declares it) and a queue bound with `#`.
+    async fn exchange_with_queue(&self, exchange: &str, queue: &str) {
+        self.channel
+            .exchange_declare(
+                exchange.into(),
+                ExchangeKind::Topic,
+                ExchangeDeclareOptions {
+                    durable: true,
+                    ..Default::default()
+                },
+                FieldTable::default(),
+            )
+            .await
+            .expect("declare exchange");
+        self.queue(queue).await;
+        self.channel
+            .queue_bind(
+                queue.into(),
+                exchange.into(),
+                "#".into(),
+                QueueBindOptions::default(),
+                FieldTable::default(),
+            )
+            .await
+            .expect("bind");
+    }
+
+    async fn queue(&self, queue: &str) {
+        self.channel
+            .queue_declare(
+                queue.into(),
+                QueueDeclareOptions {
+                    durable: true,
+                    ..Default::default()
+                },
+                FieldTable::default(),
+            )
+            .await
+            .expect("declare queue");
+    }
+
+    /// Takes every message now in `queue`.
+    async fn drain(&self, queue: &str) -> Vec<lapin::message::BasicGetMessage> {
+        let mut got = Vec::new();
+        while let Some(message) = self
+            .channel
+            .basic_get(queue.into(), BasicGetOptions { no_ack: true })
+            .await
+            .expect("basic.get")
+        {
+            got.push(message);
+        }
+        got
+    }
+
+    async fn publish(&self, queue: &str, body: &[u8], properties: BasicProperties) {
+        self.channel
+            .basic_publish(
+                "".into(),
+                queue.into(),
+                BasicPublishOptions::default(),
+                body,
+                properties,
+            )
+            .await
+            .expect("publish")
+            .await
+            .expect("confirm");
+    }
+
+    async fn delete_queue(&self, queue: &str) {
+        let _ = self
+            .channel
+            .queue_delete(queue.into(), QueueDeleteOptions::default())
+            .await;
+    }
+}
+
+/// One database and one `queuebox serve` with `extra` YAML sections.
+struct Service {
+    db: TestDatabase,
+    port: u16,
+    qb: QueueBox,
+    sql: PgPool,
+}
+
+impl Service {
+    async fn start(extra: &str) -> Self {
+        let db = TestDatabase::create().await;
+        let port = free_port();
+        let yaml = format!(
+            "server:\n  httpPort: {port}\n\
+             database:\n  url: {url}\n  username: {user}\n  password: {password}\n  startupTimeoutMs: 10000\n\
+             outbox:\n  pollIntervalMs: 50\n  retryBaseDelayMs: 20\n{extra}",
+            url = db.jdbc_url(),
+            user = db.user,
+            password = db.password,
+        );
+        let mut qb = Launch::with_config(&yaml).spawn(&[]);
+        qb.wait_live(port, START).await;
+        let sql = db.pool().await;
+        Self { db, port, qb, sql }
+    }
+
+    async fn insert(
+        &self,
+        topic: &str,
+        key: Option<&str>,
+        payload: &str,
+        max_attempts: i32,
+    ) -> Uuid {
+        sqlx::query_scalar(
+            "INSERT INTO outbox (topic, key, payload, headers, max_attempts) \
+             VALUES ($1, $2, $3::jsonb, '{\"x-tenant\":\"acme\"}'::jsonb, $4) RETURNING id",
+        )
+        .bind(topic)
+        .bind(key)
+        .bind(payload)
+        .bind(max_attempts)
+        .fetch_one(&self.sql)
+        .await
+        .expect("insert an outbox row")
+    }
+
+    async fn count(&self, query: &'static str) -> i64 {
+        sqlx::query_scalar(query)
+            .fetch_one(&self.sql)
+            .await
+            .expect("count")
+    }
+
+    async fn metrics(&self) -> String {
+        queuebox_tests::http()
+            .get(format!("http://127.0.0.1:{}/metrics", self.port))
+            .send()
+            .await
+            .expect("GET /metrics")
+            .text()
+            .await
+            .expect("text")
+    }
+
+    async fn stop(mut self) {
+        self.qb.terminate();
+        let status = self.qb.wait_exit(Duration::from_secs(20)).await;
+        assert!(status.success(), "exit {status}; log:\n{}", self.qb.log());
+        self.sql.close().await;
+        self.db.drop_database().await;
+    }
+}
+
+fn header(message: &lapin::message::BasicGetMessage, name: &str) -> Option<String> {
+    let headers = message.properties.headers().as_ref()?;
+    headers.inner().iter().find_map(|(key, value)| {
+        (key.as_str() == name).then(|| match value {
+            AMQPValue::LongString(text) => text.to_string(),
+            other => format!("{other:?}"),
+        })
+    })
+}
+
+fn destination(exchange: &str, extra: &str) -> String {
+    destination_at(&amqp_url(), exchange, extra)
+}
+
+fn destination_at(url: &str, exchange: &str, extra: &str) -> String {
+    format!(
+        "destinations:\n  rabbit:\n    type: rabbitmq\n    url: {url}\n    exchange: {exchange}\n{extra}\
+         routes:\n  - topicPattern: \"order.*\"\n    destination: rabbit\n    routingKeyTemplate: \"{{{{ payload.region }}}}.{{{{ topic }}}}\"\n    routingKeyMissingFieldDefault: nowhere\n\
+         \x20 - topicPattern: \"audit.**\"\n    destination: rabbit\n"
+    )
+}
+
+#[tokio::test]
+async fn outbox_rows_reach_the_exchange_confirmed_persistent_in_key_order_with_their_headers() {
+    let amqp = Amqp::connect().await;
+    let (exchange, queue) = (unique("ex"), unique("q"));
+    amqp.exchange_with_queue(&exchange, &queue).await;
+    let service = Service::start(&destination(
+        &exchange,
+        "    headers:\n      x-static: yes\n",
+    ))
+    .await;
+    let mut ids = Vec::new();
+    for i in 0..30 {
+        let key = format!("cust-{}", i % 3);
+        ids.push(
+            service
+                .insert(
+                    "order.created",
+                    Some(&key),
+                    &format!(r#"{{"n":{i},"region":"eu"}}"#),
+                    5,
+                )
+                .await,
+        );
+    }
+    let audit = service
+        .insert("audit.login", None, r#"{"who":"x"}"#, 5)
+        .await;
+    let no_region = service
+        .insert("order.paid", Some("k"), r#"{"n":99}"#, 5)
+        .await;
+    let sent = wait_until("every row sent", WAIT, || async {
+        let sent = service
+            .count("SELECT count(*) FROM outbox WHERE state = 'sent'")
+            .await;
+        (sent == 32).then_some(sent)
+    })
+    .await;
+    assert_eq!(sent, 32);
+    let messages = amqp.drain(&queue).await;
+    assert_eq!(messages.len(), 32);
+    // Per key, the order of insertion.
+    let mut last: std::collections::HashMap<String, i64> = Default::default();
+    for message in &messages {
+        let body: serde_json::Value =
+            serde_json::from_slice(&message.delivery.data).expect("JSON body");
+        let id = message
+            .properties
+            .message_id()
+            .as_ref()
+            .map(ToString::to_string)
+            .expect("message id");
+        let routing_key = message.delivery.routing_key.to_string();
+        assert_eq!(message.properties.delivery_mode(), &Some(2), "persistent");
+        assert_eq!(header(message, "x-tenant").as_deref(), Some("acme"));
+        assert_eq!(header(message, "x-static").as_deref(), Some("yes"));
+        if id == audit.to_string() {
+            assert_eq!(
+                routing_key, "audit.login",
+                "the destination's default {{ topic }}"
+            );
+            continue;
+        }
+        if id == no_region.to_string() {
+            assert_eq!(
+                routing_key, "nowhere.order.paid",
+                "the route's missing-field default"
+            );
+            continue;
+        }
+        assert_eq!(routing_key, "eu.order.created", "the route's template");
+        let n = body["n"].as_i64().expect("n");
+        let key = format!("cust-{}", n % 3);
+        if let Some(previous) = last.insert(key.clone(), n) {
+            assert!(previous < n, "{key}: {n} after {previous}");
+        }
+        assert!(ids.iter().any(|row| row.to_string() == id));
+    }
+    let metrics = service.metrics().await;
+    assert_eq!(
+        sample(
+            &metrics,
+            "queuebox_outbox_destination_messages_total{destination=\"rabbit\",outcome=\"success\"}"
+        ),
+        32.0,
+        "{metrics}"
+    );
+    amqp.delete_queue(&queue).await;
+    service.stop().await;
+}
+
+#[tokio::test]
+async fn an_unroutable_message_retries_then_goes_dead_naming_the_exchange() {
+    let amqp = Amqp::connect().await;
+    // The exchange exists but no queue is bound: every publish comes back unroutable.
+    let exchange = unique("ex-unroutable");
+    let service = Service::start(&destination(&exchange, "")).await;
+    let id = service.insert("audit.nobody", None, r#"{"a":1}"#, 3).await;
+    let (state, attempt, last_error): (String, i32, Option<String>) =
+        wait_until("the row to go dead", WAIT, || async {
+            let row: (String, i32, Option<String>) =
+                sqlx::query_as("SELECT state, attempt, last_error FROM outbox WHERE id = $1")
+                    .bind(id)
+                    .fetch_one(&service.sql)
+                    .await
+                    .expect("row");
+            (row.0 == "dead").then_some(row)
+        })
+        .await;
+    assert_eq!(state, "dead");
+    assert_eq!(attempt, 3, "every attempt was spent");
+    let last_error = last_error.expect("a reason");
+    assert!(last_error.contains(&exchange), "{last_error}");
+    assert!(last_error.contains("NO_ROUTE"), "{last_error}");
+    assert!(!last_error.contains("guest:guest"), "{last_error}");
+    let metrics = service.metrics().await;
+    assert!(
+        sample(
+            &metrics,
+            "queuebox_outbox_publish_failures_total{destination=\"rabbit\",destination_type=\"rabbitmq\",kind=\"rejected\"}"
+        ) >= 3.0,
+        "{metrics}"
+    );
+    drop(amqp);
+    service.stop().await;
+}
+
+#[tokio::test]
+async fn connections_closed_by_the_broker_while_publishing_lose_nothing() {
+    let (vhost, url) = own_vhost();
+    let amqp = Amqp::connect_to(&url).await;
+    let (exchange, queue) = (unique("ex-restart"), unique("q-restart"));
+    amqp.exchange_with_queue(&exchange, &queue).await;
+    let service = Service::start(&destination_at(&url, &exchange, "")).await;
+    let total = 400;
+    let producer = {
+        let sql = service.sql.clone();
+        tokio::spawn(async move {
+            for i in 0..total {
+                sqlx::query(
+                    "INSERT INTO outbox (topic, key, payload) VALUES ('order.created', $1, $2::jsonb)",
+                )
+                .bind(format!("k-{}", i % 10))
+                .bind(format!(r#"{{"n":{i},"region":"eu"}}"#))
+                .execute(&sql)
+                .await
+                .expect("insert");
+            }
+        })
+    };
+    // Cut every QueueBox connection a few times while rows flow, each time after more rows
+    // went out on the new connection.
+    let mut sent_at_cut = 0;
+    for _ in 0..3 {
+        sent_at_cut = wait_until("more deliveries", WAIT, || async {
+            let sent = service
+                .count("SELECT count(*) FROM outbox WHERE state = 'sent'")
+                .await;
+            (sent > sent_at_cut + 20 || sent == i64::from(total)).then_some(sent)
+        })
+        .await;
+        rabbitmqctl(&[
+            "close_all_connections",
+            "-p",
+            &vhost,
+            "closed by the QueueBox test",
+        ]);
+    }
+    producer.await.expect("producer");
+    wait_until("every row sent", Duration::from_secs(60), || async {
+        let sent = service
+            .count("SELECT count(*) FROM outbox WHERE state = 'sent'")
+            .await;
+        (sent == i64::from(total)).then_some(())
+    })
+    .await;
+    // The test's own connection was closed too: read with a new one.
+    drop(amqp);
+    let amqp = Amqp::connect_to(&url).await;
+    let messages = amqp.drain(&queue).await;
+    let mut seen = std::collections::HashSet::new();
+    let mut last_first: std::collections::HashMap<i64, i64> = Default::default();
+    for message in &messages {
+        let body: serde_json::Value = serde_json::from_slice(&message.delivery.data).expect("JSON");
+        let n = body["n"].as_i64().expect("n");
+        if seen.insert(n) {
+            // First deliveries of a key arrive in the key's order.
+            if let Some(previous) = last_first.insert(n % 10, n) {
+                assert!(
+                    previous < n,
+                    "key k-{}: {n} first arrived after {previous}",
+                    n % 10
+                );
+            }
+        }
+    }
+    assert_eq!(
+        seen.len(),
+        total as usize,
+        "every row arrived at least once"
+    );
+    let lost_claims = sample(
+        &service.metrics().await,
+        "queuebox_claims_lost_total{component=\"outbox\"}",
+    );
+    let duplicates = messages.len() - seen.len();
+    println!(
+        "{} messages, {duplicates} duplicates, {lost_claims} lost claims",
+        messages.len()
+    );
+    drop(amqp);
+    service.stop().await;
+    rabbitmqctl(&["delete_vhost", &vhost]);
+}
