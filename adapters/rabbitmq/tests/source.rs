@@ -652,3 +652,33 @@ async fn a_broker_that_cannot_be_reached_keeps_the_component_down_without_the_pa
     assert!(!reason.contains("hunter2-pw"), "{reason}");
     running.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queue_deleted_while_consuming_turns_the_component_down_until_it_is_back() {
+    let Some(url) = amqp_url() else { return };
+    let queue = unique("src-deleted");
+    let client = TestClient::connect(&url).await;
+    declare_queue(&client.channel, &queue).await;
+    let ingest = Recorder::answering([]);
+    let running = Running::start(options(&url, &queue), Arc::clone(&ingest) as _);
+    running.wait_up().await;
+
+    client.clean(&[], &[&queue]).await;
+    wait_for("the health to name the deleted queue", || async {
+        running
+            .health
+            .check()
+            .await
+            .err()
+            .filter(|r| r.contains(&format!("queue `{queue}` does not exist")))
+    })
+    .await;
+
+    declare_queue(&client.channel, &queue).await;
+    running.wait_up().await;
+    publish_json(&client.channel, &queue, "back").await;
+    ingest.wait_calls(1).await;
+    wait_counts("/", &queue, (0, 0)).await;
+    running.stop().await;
+    client.clean(&[], &[&queue]).await;
+}
