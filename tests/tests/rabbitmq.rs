@@ -155,6 +155,8 @@ struct Service {
     port: u16,
     qb: QueueBox,
     sql: PgPool,
+    /// The configuration, to start the process again.
+    yaml: String,
 }
 
 impl Service {
@@ -172,7 +174,13 @@ impl Service {
         let mut qb = Launch::with_config(&yaml).spawn(&[]);
         qb.wait_live(port, START).await;
         let sql = db.pool().await;
-        Self { db, port, qb, sql }
+        Self {
+            db,
+            port,
+            qb,
+            sql,
+            yaml,
+        }
     }
 
     async fn insert(
@@ -456,4 +464,225 @@ async fn connections_closed_by_the_broker_while_publishing_lose_nothing() {
     drop(amqp);
     service.stop().await;
     rabbitmqctl(&["delete_vhost", &vhost]);
+}
+
+fn source(queue: &str, url: &str, extra: &str) -> String {
+    format!(
+        "inbox:\n  relay:\n    enabled: false\n\
+         sources:\n  orders-queue:\n    type: rabbitmq\n    queueName: {queue}\n    connectionUrl: {url}\n\
+         \x20   idempotencyKeyPath: $.messageId\n    eventTypePath: $.type\n    aggregateIdPath: $.orderId\n\
+         \x20   prefetchCount: 20\n{extra}"
+    )
+}
+
+fn props(message_id: Option<&str>, headers: &[(&str, &str)]) -> BasicProperties {
+    let mut table = FieldTable::default();
+    for (name, value) in headers {
+        table.insert((*name).into(), AMQPValue::LongString((*value).into()));
+    }
+    let properties = BasicProperties::default().with_headers(table);
+    match message_id {
+        Some(id) => properties.with_message_id(id.into()),
+        None => properties,
+    }
+}
+
+async fn ready(port: u16) -> (u16, String) {
+    let response = queuebox_tests::http()
+        .get(format!("http://127.0.0.1:{port}/health/ready"))
+        .send()
+        .await
+        .expect("GET /health/ready");
+    let status = response.status().as_u16();
+    (status, response.text().await.expect("text"))
+}
+
+/// A message to publish: body, AMQP message id, headers.
+type Case<'a> = (&'a [u8], Option<&'a str>, &'a [(&'a str, &'a str)]);
+
+/// An inbox row read back: key, event type, aggregate id, state, last error.
+type StoredRow = (
+    String,
+    Option<String>,
+    Option<String>,
+    String,
+    Option<String>,
+);
+
+#[tokio::test]
+async fn queue_messages_are_stored_once_each_and_bad_ones_kept_dead() {
+    let amqp = Amqp::connect().await;
+    let queue = unique("q-source");
+    amqp.queue(&queue).await;
+    let service = Service::start(&source(&queue, &amqp_url(), "")).await;
+    wait_until("the source to consume", WAIT, || async {
+        let (status, body) = ready(service.port).await;
+        (status == 200 && body.contains("rabbitmq.orders-queue")).then_some(())
+    })
+    .await;
+    let long_key = format!(r#"{{"messageId":"{}"}}"#, "k".repeat(300));
+    let cases: [Case<'_>; 7] = [
+        (
+            br#"{"messageId":"m-1","type":"order.created","orderId":"o-1"}"#,
+            None,
+            &[],
+        ),
+        // A repeat of the same key: stored once.
+        (
+            br#"{"messageId":"m-1","type":"order.created","orderId":"o-1"}"#,
+            None,
+            &[],
+        ),
+        // The header comes first, then the path, then the AMQP message id.
+        (
+            br#"{"messageId":"ignored"}"#,
+            Some("amqp-1"),
+            &[
+                ("x-idempotency-key", "hdr-1"),
+                ("x-event-type", "from.header"),
+            ],
+        ),
+        (br#"{"other":1}"#, Some("amqp-2"), &[]),
+        // No key anywhere: the SHA-256 of the body.
+        (br#"{"other":2}"#, None, &[("x-aggregate-id", "agg-h")]),
+        // Not JSON: kept as a dead row, acknowledged.
+        (b"<order id='7'/>", Some("xml-1"), &[]),
+        // A key longer than its column: a dead row too.
+        (long_key.as_bytes(), None, &[]),
+    ];
+    for (body, id, headers) in cases {
+        amqp.publish(&queue, body, props(id, headers)).await;
+    }
+    wait_until("six rows and an empty queue", WAIT, || async {
+        let rows = service.count("SELECT count(*) FROM inbox").await;
+        let left = amqp.drain(&queue).await.len();
+        assert_eq!(left, 0, "no message may be left unacknowledged and ready");
+        (rows == 6).then_some(())
+    })
+    .await;
+    let rows: Vec<StoredRow> = sqlx::query_as(
+        "SELECT idempotency_key, event_type, aggregate_id, state, last_error FROM inbox \
+         WHERE source = 'orders-queue'",
+    )
+    .fetch_all(&service.sql)
+    .await
+    .expect("rows");
+    let row = |key: &str| {
+        rows.iter()
+            .find(|r| r.0 == key)
+            .unwrap_or_else(|| panic!("no row {key}: {rows:?}"))
+    };
+    assert_eq!(row("m-1").1.as_deref(), Some("order.created"));
+    assert_eq!(row("m-1").2.as_deref(), Some("o-1"));
+    assert_eq!(row("hdr-1").1.as_deref(), Some("from.header"));
+    assert_eq!(row("amqp-2").3, "pending");
+    let digest = rows
+        .iter()
+        .find(|r| r.2.as_deref() == Some("agg-h"))
+        .expect("the row keyed by its digest");
+    assert_eq!(digest.0.len(), 64, "the SHA-256 of the body: {rows:?}");
+    let xml = row("xml-1");
+    assert_eq!(
+        xml.3, "dead",
+        "not JSON: a dead row under its AMQP message id"
+    );
+    assert!(
+        xml.4
+            .as_deref()
+            .is_some_and(|e| e.starts_with("Invalid JSON")),
+        "{rows:?}"
+    );
+    let too_long = rows
+        .iter()
+        .find(|r| r.4.as_deref().is_some_and(|e| e.contains("at most 255")))
+        .unwrap_or_else(|| panic!("no dead row for the long key: {rows:?}"));
+    assert_eq!(too_long.3, "dead");
+    assert_eq!(too_long.0.len(), 64, "its key gives way to the digest");
+    let dead_payload: String = sqlx::query_scalar(
+        "SELECT payload #>> '{}' FROM inbox WHERE state = 'dead' AND idempotency_key = 'xml-1'",
+    )
+    .fetch_one(&service.sql)
+    .await
+    .expect("dead payload");
+    assert_eq!(dead_payload, "<order id='7'/>", "the received text is kept");
+    amqp.delete_queue(&queue).await;
+    service.stop().await;
+}
+
+#[tokio::test]
+async fn a_missing_queue_shows_in_health_naming_it_until_it_exists() {
+    let amqp = Amqp::connect().await;
+    let queue = unique("q-missing");
+    let service = Service::start(&source(&queue, &amqp_url(), "")).await;
+    let body = wait_until("the component down naming the queue", WAIT, || async {
+        let (status, body) = ready(service.port).await;
+        (status == 503 && body.contains(&queue)).then_some(body)
+    })
+    .await;
+    assert!(body.contains("rabbitmq.orders-queue"), "{body}");
+    amqp.queue(&queue).await;
+    amqp.publish(&queue, br#"{"messageId":"late"}"#, props(None, &[]))
+        .await;
+    wait_until("the source to recover and store", WAIT, || async {
+        let rows = service.count("SELECT count(*) FROM inbox").await;
+        (rows == 1).then_some(())
+    })
+    .await;
+    let (status, _) = ready(service.port).await;
+    assert_eq!(status, 200);
+    amqp.delete_queue(&queue).await;
+    service.stop().await;
+}
+
+#[tokio::test]
+async fn kill_9_while_consuming_stores_every_message_once_after_the_restart() {
+    let amqp = Amqp::connect().await;
+    let queue = unique("q-kill");
+    amqp.queue(&queue).await;
+    let total = 600;
+    for i in 0..total {
+        amqp.publish(
+            &queue,
+            format!(r#"{{"messageId":"m-{i}"}}"#).as_bytes(),
+            props(None, &[]),
+        )
+        .await;
+    }
+    let mut service = Service::start(&source(&queue, &amqp_url(), "")).await;
+    // Kill as soon as part of the queue is stored: deliveries are in flight, some rows committed
+    // without their ack.
+    wait_until("some rows stored", WAIT, || async {
+        let rows = service.count("SELECT count(*) FROM inbox").await;
+        (rows > 50).then_some(())
+    })
+    .await;
+    service.qb.kill9();
+    service.qb.wait_exit(Duration::from_secs(10)).await;
+    let stored_at_kill = service.count("SELECT count(*) FROM inbox").await;
+    assert!(
+        stored_at_kill < i64::from(total),
+        "the kill came too late to test anything"
+    );
+    // The same configuration again, on the same database.
+    service.qb = Launch::with_config(&service.yaml).spawn(&[]);
+    service.qb.wait_live(service.port, START).await;
+    wait_until("every message stored", Duration::from_secs(60), || async {
+        let rows = service.count("SELECT count(*) FROM inbox").await;
+        (rows == i64::from(total)).then_some(())
+    })
+    .await;
+    let distinct = service
+        .count("SELECT count(DISTINCT idempotency_key) FROM inbox")
+        .await;
+    assert_eq!(
+        distinct,
+        i64::from(total),
+        "each message stored exactly once"
+    );
+    wait_until("the queue emptied", WAIT, || async {
+        (amqp.drain(&queue).await.is_empty()).then_some(())
+    })
+    .await;
+    amqp.delete_queue(&queue).await;
+    service.stop().await;
 }

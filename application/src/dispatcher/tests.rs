@@ -665,7 +665,7 @@ fn the_route_key_is_rendered_over_the_message_payload_with_the_route_default() {
     claimed.payload = r#"{"region":"eu"}"#.to_owned();
     let with_template = RouteKeySpec {
         template: Some(
-            RoutingKeyTemplate::parse("{{ payload.region }}.{{ payload.tier }}").unwrap(),
+            RoutingKeyTemplate::parse("{{ payload.region }}.{{ payload.tier }}").expect("template"),
         ),
         missing_default: "none".to_owned(),
     };

@@ -376,7 +376,10 @@ impl IngestPipeline {
         match spec.kind {
             IngestKind::Http => IngestOutcome::Rejected(rejection),
             IngestKind::Broker(_) => {
-                let key = body_digest(&received.body);
+                // The key in the order of page 08, without the body (it could not be read):
+                // header, broker message id, record key, digest.
+                let key = attributes::extract(spec, &received, &serde_json::Value::Null)
+                    .map_or_else(|| body_digest(&received.body), |a| a.idempotency_key);
                 let headers = stored_headers(&received.headers, None)
                     .into_iter()
                     .filter(|(name, value)| !name.contains('\0') && !value.contains('\0'))

@@ -73,9 +73,9 @@ pub async fn publisher(
                 .map(Some)
         }
         #[cfg(not(feature = "rabbitmq"))]
-        DestinationKind::Rabbitmq(_) => anyhow::bail!(Feature::Rabbitmq.missing(&format!(
-            "destinations.{name} is a rabbitmq destination"
-        ))),
+        DestinationKind::Rabbitmq(_) => anyhow::bail!(
+            Feature::Rabbitmq.missing(&format!("destinations.{name} is a rabbitmq destination"))
+        ),
         DestinationKind::Kafka(_) | DestinationKind::Nats(_) => {
             Ok(unwired::publisher(name, destination.kind.name()))
         }
@@ -93,9 +93,13 @@ pub async fn start_source(
 ) -> anyhow::Result<StartedSource> {
     match &source.kind {
         SourceKind::Http(config) => Ok(http::source(context.settings, name, config)),
-        SourceKind::Rabbitmq(_) | SourceKind::Kafka(_) | SourceKind::Nats(_) => {
-            Ok(unwired::source(name, source.kind.name()))
-        }
+        #[cfg(feature = "rabbitmq")]
+        SourceKind::Rabbitmq(config) => rabbitmq::source(context, name, config),
+        #[cfg(not(feature = "rabbitmq"))]
+        SourceKind::Rabbitmq(_) => anyhow::bail!(
+            Feature::Rabbitmq.missing(&format!("sources.{name} is a rabbitmq source"))
+        ),
+        SourceKind::Kafka(_) | SourceKind::Nats(_) => Ok(unwired::source(name, source.kind.name())),
     }
 }
 

@@ -1,14 +1,18 @@
 //! RabbitMQ (`queuebox-rabbitmq`, behind the `rabbitmq` feature): the publisher of `rabbitmq`
 //! destinations and the consumer of `rabbitmq` sources.
 
+use super::source::{SourceConsumer, SourceContext, StartedSource};
 use anyhow::Context as _;
 use queuebox_config::{
     DeliveryMode as ConfiguredDeliveryMode, Destination, ExchangeType as ConfiguredExchangeType,
-    RabbitmqDestination, Settings,
+    RabbitmqDestination, RabbitmqSource as RabbitmqSourceConfig, Settings,
 };
 use queuebox_domain::secret::Secret;
 use queuebox_ports::publish::Publisher;
-use queuebox_rabbitmq::{DeliveryMode, ExchangeType, RabbitmqPublisher, RabbitmqPublisherOptions};
+use queuebox_rabbitmq::{
+    DeliveryMode, ExchangeType, RabbitmqPublisher, RabbitmqPublisherOptions, RabbitmqSource,
+    RabbitmqSourceOptions,
+};
 use std::sync::Arc;
 
 /// The publisher of destination `name`. It connects on its first publish (a broker that is down
@@ -48,4 +52,33 @@ pub async fn publisher(
     let publisher =
         RabbitmqPublisher::new(options).with_context(|| format!("destinations.{name}"))?;
     Ok(Arc::new(publisher))
+}
+
+/// Source `name`: a consumer of its queue that hands each message to the ingest pipeline and
+/// acknowledges it once the pipeline answered (the row committed). It connects when the workers
+/// start; a broker that is down, or a queue that is missing, shows in its health component
+/// `rabbitmq.<name>` until it is fixed.
+///
+/// # Errors
+/// The URL or a setting is refused.
+pub fn source(
+    context: &SourceContext<'_>,
+    name: &str,
+    rabbitmq: &RabbitmqSourceConfig,
+) -> anyhow::Result<StartedSource> {
+    let mut options = RabbitmqSourceOptions::new(
+        name,
+        Secret::new(rabbitmq.connection_url.expose().to_owned()),
+        rabbitmq.queue_name.clone(),
+    );
+    options.prefetch_count = rabbitmq.prefetch_count;
+    options.declare_queue = rabbitmq.declare_queue;
+    options.connection_name = Some(format!("queuebox source {name}"));
+    let consumer = RabbitmqSource::new(options, Arc::clone(context.ingest))
+        .with_context(|| format!("sources.{name}"))?;
+    let health = Arc::new(consumer.health());
+    Ok(StartedSource::Consumer(SourceConsumer::new(
+        health,
+        move |mut stop| async move { consumer.run(async move { stop.stopped().await }).await },
+    )))
 }
