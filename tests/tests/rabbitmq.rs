@@ -18,6 +18,10 @@ use uuid::Uuid;
 const START: Duration = Duration::from_secs(30);
 const WAIT: Duration = Duration::from_secs(30);
 
+/// The tests of this file share one broker: each holds this lock for reading, and the test that
+/// restarts the broker holds it for writing, so no other test of the file sees the restart.
+static BROKER: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
+
 fn amqp_url() -> String {
     std::env::var("QB_TEST_AMQP_URL").unwrap_or_else(|_| {
         panic!("QB_TEST_AMQP_URL is not set: start the services first with `eval \"$(bash scripts/services.sh)\"`")
@@ -254,6 +258,7 @@ fn destination_at(url: &str, exchange: &str, extra: &str) -> String {
 
 #[tokio::test]
 async fn outbox_rows_reach_the_exchange_confirmed_persistent_in_key_order_with_their_headers() {
+    let _broker = BROKER.read().await;
     let amqp = Amqp::connect().await;
     let (exchange, queue) = (unique("ex"), unique("q"));
     amqp.exchange_with_queue(&exchange, &queue).await;
@@ -344,6 +349,7 @@ async fn outbox_rows_reach_the_exchange_confirmed_persistent_in_key_order_with_t
 
 #[tokio::test]
 async fn an_unroutable_message_retries_then_goes_dead_naming_the_exchange() {
+    let _broker = BROKER.read().await;
     let amqp = Amqp::connect().await;
     // The exchange exists but no queue is bound: every publish comes back unroutable.
     let exchange = unique("ex-unroutable");
@@ -380,6 +386,7 @@ async fn an_unroutable_message_retries_then_goes_dead_naming_the_exchange() {
 
 #[tokio::test]
 async fn connections_closed_by_the_broker_while_publishing_lose_nothing() {
+    let _broker = BROKER.read().await;
     let (vhost, url) = own_vhost();
     let amqp = Amqp::connect_to(&url).await;
     let (exchange, queue) = (unique("ex-restart"), unique("q-restart"));
@@ -511,6 +518,7 @@ type StoredRow = (
 
 #[tokio::test]
 async fn queue_messages_are_stored_once_each_and_bad_ones_kept_dead() {
+    let _broker = BROKER.read().await;
     let amqp = Amqp::connect().await;
     let queue = unique("q-source");
     amqp.queue(&queue).await;
@@ -611,6 +619,7 @@ async fn queue_messages_are_stored_once_each_and_bad_ones_kept_dead() {
 
 #[tokio::test]
 async fn a_missing_queue_shows_in_health_naming_it_until_it_exists() {
+    let _broker = BROKER.read().await;
     let amqp = Amqp::connect().await;
     let queue = unique("q-missing");
     let service = Service::start(&source(&queue, &amqp_url(), "")).await;
@@ -636,6 +645,7 @@ async fn a_missing_queue_shows_in_health_naming_it_until_it_exists() {
 
 #[tokio::test]
 async fn kill_9_while_consuming_stores_every_message_once_after_the_restart() {
+    let _broker = BROKER.read().await;
     let amqp = Amqp::connect().await;
     let queue = unique("q-kill");
     amqp.queue(&queue).await;
@@ -684,5 +694,171 @@ async fn kill_9_while_consuming_stores_every_message_once_after_the_restart() {
     })
     .await;
     amqp.delete_queue(&queue).await;
+    service.stop().await;
+}
+
+#[tokio::test]
+async fn a_broker_restart_while_publishing_loses_nothing_and_keeps_key_order() {
+    let _broker = BROKER.write().await;
+    let amqp = Amqp::connect().await;
+    let (exchange, queue) = (unique("ex-broker-restart"), unique("q-broker-restart"));
+    amqp.exchange_with_queue(&exchange, &queue).await;
+    let service = Service::start(&destination(&exchange, "")).await;
+    let total: i32 = 300;
+    for i in 0..total {
+        sqlx::query(
+            "INSERT INTO outbox (topic, key, payload) VALUES ('order.created', $1, $2::jsonb)",
+        )
+        .bind(format!("k-{}", i % 10))
+        .bind(format!(r#"{{"n":{i},"region":"eu"}}"#))
+        .execute(&service.sql)
+        .await
+        .expect("insert");
+    }
+    wait_until("some deliveries", WAIT, || async {
+        let sent = service
+            .count("SELECT count(*) FROM outbox WHERE state = 'sent'")
+            .await;
+        (sent > 0).then_some(())
+    })
+    .await;
+    drop(amqp);
+    rabbitmqctl(&["stop_app"]);
+    // While the broker is away, publishes fail as unreachable and the rows wait to be retried.
+    let failed = wait_until("a publish to fail while the broker is down", WAIT, || async {
+        let failures = sample(
+            &service.metrics().await,
+            "queuebox_outbox_publish_failures_total{destination=\"rabbit\",destination_type=\"rabbitmq\",kind=\"unreachable\"}",
+        );
+        (failures > 0.0).then_some(failures)
+    })
+    .await;
+    rabbitmqctl(&["start_app"]);
+    rabbitmqctl(&["await_startup"]);
+    wait_until("every row sent", Duration::from_secs(90), || async {
+        let sent = service
+            .count("SELECT count(*) FROM outbox WHERE state = 'sent'")
+            .await;
+        (sent == i64::from(total)).then_some(())
+    })
+    .await;
+    let amqp = Amqp::connect().await;
+    let messages = amqp.drain(&queue).await;
+    let mut seen = std::collections::HashSet::new();
+    let mut last_first: std::collections::HashMap<i64, i64> = Default::default();
+    for message in &messages {
+        let body: serde_json::Value = serde_json::from_slice(&message.delivery.data).expect("JSON");
+        let n = body["n"].as_i64().expect("n");
+        if seen.insert(n)
+            && let Some(previous) = last_first.insert(n % 10, n)
+        {
+            assert!(
+                previous < n,
+                "key k-{}: {n} first arrived after {previous}",
+                n % 10
+            );
+        }
+    }
+    assert_eq!(
+        seen.len(),
+        total as usize,
+        "every row arrived (persistent, durable queue)"
+    );
+    println!(
+        "broker restart: {} messages for {total} rows, {failed} unreachable publishes counted",
+        messages.len()
+    );
+    amqp.delete_queue(&queue).await;
+    service.stop().await;
+}
+
+#[tokio::test]
+async fn the_sources_rules_apply_to_queue_messages_filter_transform_pull_and_relay() {
+    let _broker = BROKER.read().await;
+    let amqp = Amqp::connect().await;
+    let (relayed, pulled) = (unique("q-relayed"), unique("q-pulled"));
+    amqp.queue(&relayed).await;
+    amqp.queue(&pulled).await;
+    let url = amqp_url();
+    // `relayed`: push, a filter, and a transform that refuses payloads without `ok` (Dead); the
+    // relay forwards under the default broker topic `{{ source }}`. `pulled`: a pull source.
+    let yaml = format!(
+        "inbox:\n  relay:\n    enabled: true\n    pollIntervalMs: 50\n\
+         sources:\n  relayed:\n    type: rabbitmq\n    queueName: {relayed}\n    connectionUrl: {url}\n\
+         \x20   idempotencyKeyPath: $.id\n    aggregateIdPath: $.customer\n\
+         \x20   filter:\n      require:\n        - header: x-env\n          equals: prod\n\
+         \x20   transform:\n      expression: '$exists(ok) ? {{\"order\": id, \"v\": 2}} : $error(\"no ok\")'\n      onError: Dead\n\
+         \x20 pulled:\n    type: rabbitmq\n    queueName: {pulled}\n    connectionUrl: {url}\n\
+         \x20   idempotencyKeyPath: $.id\n    consumption: pull\n"
+    );
+    let service = Service::start(&yaml).await;
+    let prod = [("x-env", "prod")];
+    amqp.publish(
+        &relayed,
+        br#"{"id":"a","ok":true,"customer":"c1"}"#,
+        props(None, &prod),
+    )
+    .await;
+    amqp.publish(
+        &relayed,
+        br#"{"id":"b","ok":true}"#,
+        props(None, &[("x-env", "test")]),
+    )
+    .await;
+    amqp.publish(&relayed, br#"{"id":"c"}"#, props(None, &prod))
+        .await;
+    amqp.publish(&pulled, br#"{"id":"p"}"#, props(None, &[]))
+        .await;
+    wait_until("every message settled", WAIT, || async {
+        let inbox = service.count("SELECT count(*) FROM inbox").await;
+        let outbox = service.count("SELECT count(*) FROM outbox").await;
+        let left = amqp.drain(&relayed).await.len() + amqp.drain(&pulled).await.len();
+        assert_eq!(left, 0, "every message was acknowledged");
+        (inbox == 3 && outbox == 1).then_some(())
+    })
+    .await;
+    let rows: Vec<(String, String, String, Option<String>)> = sqlx::query_as(
+        "SELECT idempotency_key, state, consumption, last_error FROM inbox ORDER BY idempotency_key",
+    )
+    .fetch_all(&service.sql)
+    .await
+    .expect("rows");
+    assert_eq!(rows[0].0, "a");
+    assert_eq!(rows[0].1, "processed", "relayed: {rows:?}");
+    assert_eq!(rows[1].0, "c");
+    assert_eq!(rows[1].1, "dead", "the transform refused it: {rows:?}");
+    assert!(
+        rows[1]
+            .3
+            .as_deref()
+            .is_some_and(|e| e.contains("Transform failed")),
+        "{rows:?}"
+    );
+    assert_eq!(
+        (rows[2].0.as_str(), rows[2].1.as_str(), rows[2].2.as_str()),
+        ("p", "pending", "pull")
+    );
+    let (topic, key, payload): (String, Option<String>, serde_json::Value) =
+        sqlx::query_as("SELECT topic, key, payload FROM outbox")
+            .fetch_one(&service.sql)
+            .await
+            .expect("the relayed row");
+    assert_eq!(
+        topic, "relayed",
+        "a broker source's default topic is its name"
+    );
+    assert_eq!(key.as_deref(), Some("c1"));
+    assert_eq!(payload, serde_json::json!({"order": "a", "v": 2}));
+    let metrics = service.metrics().await;
+    assert_eq!(
+        sample(
+            &metrics,
+            "queuebox_inbox_filtered_total{source=\"relayed\"}"
+        ),
+        1.0,
+        "{metrics}"
+    );
+    amqp.delete_queue(&relayed).await;
+    amqp.delete_queue(&pulled).await;
     service.stop().await;
 }
