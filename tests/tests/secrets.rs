@@ -220,7 +220,8 @@ async fn no_configured_secret_reaches_the_log_last_error_or_stored_headers() {
         "source bearer token",
         "source api-key",
         "source hmac secret",
-        // Parsed, validated and printed today; their brokers come later.
+        // Parsed, validated and printed here; the RabbitMQ password on live connections has its
+        // own test below (Kafka and NATS connections come with their adapters).
         "kafka saslPassword",
         "nats password",
         "nats token",
@@ -533,5 +534,99 @@ async fn a_database_password_is_never_printed_when_the_connection_fails() {
             }
         }
     }
+    db.drop_database().await;
+}
+
+#[tokio::test]
+async fn a_rabbitmq_password_is_never_printed_by_live_connections() {
+    let amqp = std::env::var("QB_TEST_AMQP_URL").unwrap_or_else(|_| {
+        panic!("QB_TEST_AMQP_URL is not set: start the services first with `eval \"$(bash scripts/services.sh)\"`")
+    });
+    // The broker on the test machine, with a user that does not exist and a password that is a
+    // secret: every connection of the destination and of the source is refused at login, so the
+    // refusal's text goes into the log, `last_error` and `/health/ready`.
+    let password = secret("rabbit_live");
+    let host = amqp
+        .split('@')
+        .nth(1)
+        .and_then(|rest| rest.split('/').next())
+        .expect("host:port in QB_TEST_AMQP_URL");
+    let url = format!("amqp://qb-nobody:{password}@{host}/%2f");
+    let db = TestDatabase::create().await;
+    let port = free_port();
+    let yaml = format!(
+        "server:\n  httpPort: {port}\n\
+         database:\n  url: {}\n  username: {}\n  password: {}\n  startupTimeoutMs: 10000\n\
+         outbox:\n  pollIntervalMs: 50\n  retryBaseDelayMs: 20\n  maxAttempts: 2\n\
+         inbox:\n  relay:\n    enabled: false\n\
+         destinations:\n  rabbit:\n    type: rabbitmq\n    url: ${{RABBIT_URL}}\n    exchange: events\n\
+         routes:\n  - topicPattern: \"**\"\n    destination: rabbit\n\
+         sources:\n  queue:\n    type: rabbitmq\n    queueName: nowhere\n    connectionUrl: ${{RABBIT_URL}}\n    idempotencyKeyPath: $.id\n",
+        db.jdbc_url(),
+        db.user,
+        db.password
+    );
+    let mut qb = Launch::with_config(&yaml)
+        .env("RABBIT_URL", &url)
+        .env("RUST_LOG", "debug")
+        .spawn(&[]);
+    qb.wait_live(port, START).await;
+    let sql = db.pool().await;
+    sqlx::query("INSERT INTO outbox (topic, payload) VALUES ('t', '{\"n\":1}'::jsonb)")
+        .execute(&sql)
+        .await
+        .expect("insert");
+    let last_error = wait_until("the row to go dead", SETTLE, || async {
+        let row: Option<(String, Option<String>)> =
+            sqlx::query_as("SELECT state, last_error FROM outbox WHERE state = 'dead'")
+                .fetch_optional(&sql)
+                .await
+                .expect("read");
+        row.map(|(_, error)| error.unwrap_or_default())
+    })
+    .await;
+    let health = wait_until("the source to report its refusal", SETTLE, || async {
+        let body = queuebox_tests::http()
+            .get(format!("http://127.0.0.1:{port}/health/ready"))
+            .send()
+            .await
+            .expect("GET /health/ready")
+            .text()
+            .await
+            .expect("text");
+        (body.contains("rabbitmq.queue") && body.contains("down")).then_some(body)
+    })
+    .await;
+    let metrics = queuebox_tests::http()
+        .get(format!("http://127.0.0.1:{port}/metrics"))
+        .send()
+        .await
+        .expect("GET /metrics")
+        .text()
+        .await
+        .expect("text");
+    qb.terminate();
+    qb.wait_exit(Duration::from_secs(20)).await;
+    let log = qb.log();
+    // The connections were really tried: the refusals are there, naming the cause.
+    assert!(!last_error.is_empty());
+    assert!(log.contains("ACCESS_REFUSED"), "{log}");
+    let encoded = password.replace('_', "%5F");
+    for (place, text) in [
+        ("last_error", &last_error),
+        ("/health/ready", &health),
+        ("/metrics", &metrics),
+        ("the log", &log),
+    ] {
+        assert!(
+            !text.contains(&password),
+            "the password is in {place}: {text}"
+        );
+        assert!(
+            !text.contains(&encoded),
+            "the encoded password is in {place}"
+        );
+    }
+    sql.close().await;
     db.drop_database().await;
 }
