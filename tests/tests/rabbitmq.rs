@@ -244,6 +244,32 @@ fn header(message: &lapin::message::BasicGetMessage, name: &str) -> Option<Strin
     })
 }
 
+/// Checks that the messages (payload `n`, key `k-{n % 10}`) hold every `n` below `total` and that
+/// the first delivery of each key's rows came in insertion order; returns how many distinct rows.
+fn every_row_once_in_key_order(messages: &[lapin::message::BasicGetMessage], total: i32) -> usize {
+    let mut seen = std::collections::HashSet::new();
+    let mut last_first: std::collections::HashMap<i64, i64> = Default::default();
+    for message in messages {
+        let body: serde_json::Value = serde_json::from_slice(&message.delivery.data).expect("JSON");
+        let n = body["n"].as_i64().expect("n");
+        if seen.insert(n)
+            && let Some(previous) = last_first.insert(n % 10, n)
+        {
+            assert!(
+                previous < n,
+                "key k-{}: {n} first arrived after {previous}",
+                n % 10
+            );
+        }
+    }
+    assert_eq!(
+        seen.len(),
+        total as usize,
+        "every row arrived at least once"
+    );
+    seen.len()
+}
+
 fn destination(exchange: &str, extra: &str) -> String {
     destination_at(&amqp_url(), exchange, extra)
 }
@@ -438,32 +464,12 @@ async fn connections_closed_by_the_broker_while_publishing_lose_nothing() {
     drop(amqp);
     let amqp = Amqp::connect_to(&url).await;
     let messages = amqp.drain(&queue).await;
-    let mut seen = std::collections::HashSet::new();
-    let mut last_first: std::collections::HashMap<i64, i64> = Default::default();
-    for message in &messages {
-        let body: serde_json::Value = serde_json::from_slice(&message.delivery.data).expect("JSON");
-        let n = body["n"].as_i64().expect("n");
-        if seen.insert(n) {
-            // First deliveries of a key arrive in the key's order.
-            if let Some(previous) = last_first.insert(n % 10, n) {
-                assert!(
-                    previous < n,
-                    "key k-{}: {n} first arrived after {previous}",
-                    n % 10
-                );
-            }
-        }
-    }
-    assert_eq!(
-        seen.len(),
-        total as usize,
-        "every row arrived at least once"
-    );
+    let seen = every_row_once_in_key_order(&messages, total);
     let lost_claims = sample(
         &service.metrics().await,
         "queuebox_claims_lost_total{component=\"outbox\"}",
     );
-    let duplicates = messages.len() - seen.len();
+    let duplicates = messages.len() - seen;
     println!(
         "{} messages, {duplicates} duplicates, {lost_claims} lost claims",
         messages.len()
@@ -744,26 +750,7 @@ async fn a_broker_restart_while_publishing_loses_nothing_and_keeps_key_order() {
     .await;
     let amqp = Amqp::connect().await;
     let messages = amqp.drain(&queue).await;
-    let mut seen = std::collections::HashSet::new();
-    let mut last_first: std::collections::HashMap<i64, i64> = Default::default();
-    for message in &messages {
-        let body: serde_json::Value = serde_json::from_slice(&message.delivery.data).expect("JSON");
-        let n = body["n"].as_i64().expect("n");
-        if seen.insert(n)
-            && let Some(previous) = last_first.insert(n % 10, n)
-        {
-            assert!(
-                previous < n,
-                "key k-{}: {n} first arrived after {previous}",
-                n % 10
-            );
-        }
-    }
-    assert_eq!(
-        seen.len(),
-        total as usize,
-        "every row arrived (persistent, durable queue)"
-    );
+    every_row_once_in_key_order(&messages, total);
     println!(
         "broker restart: {} messages for {total} rows, {failed} unreachable publishes counted",
         messages.len()
