@@ -1,5 +1,5 @@
-//! The inbound port of the inbox: what a source adapter (the HTTP routes now, broker consumers
-//! later) calls with each received message, and the outcome it translates into its own answer
+//! The inbound port of the inbox: what a source adapter (the HTTP routes, a broker consumer) calls
+//! with each received message, and the outcome it translates into its own answer
 //! (a status code, an acknowledgement).
 
 use async_trait::async_trait;
