@@ -22,7 +22,7 @@ TARGETS=${TARGETS:-queuebox baseline}
 
 command -v wrk >/dev/null || die "wrk is missing: apt-get install -y wrk"
 need_qb
-build_tool baseline "$BASELINE_BIN"
+case " $TARGETS " in *" baseline "*) build_tool baseline "$BASELINE_BIN" ;; esac
 
 DB=qb_bench4_ingest
 new_db "$DB"
