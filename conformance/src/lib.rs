@@ -58,6 +58,7 @@
 //! adapter is done when its suites pass; the suites, the domain and the other adapters do not
 //! change to admit it.
 
+pub mod publish;
 pub mod store;
 
 /// Expands to one `#[tokio::test]` per store conformance test, each run against a fresh
@@ -94,6 +95,23 @@ macro_rules! store_conformance_suite {
             retention_outbox_age_deletes_only_finished_rows_past_the_policy,
             retention_outbox_count_keeps_the_newest_finished_rows,
             retention_inbox_age_deletes_only_finished_rows_past_the_policy,
+        );
+    };
+}
+
+/// Expands to one `#[tokio::test]` per publisher conformance test, each run against the
+/// destinations `$fixture` (a type implementing [`publish::PublisherFixture`]) sets up.
+#[macro_export]
+macro_rules! publisher_conformance_suite {
+    ($fixture:ty) => {
+        $crate::__conformance_tests!(publish, $fixture;
+            publish_succeeds_only_once_the_destination_took_the_message,
+            publish_a_refusal_is_rejected_and_not_delivered,
+            publish_an_unreachable_destination_is_unreachable,
+            publish_no_answer_in_time_is_a_timeout,
+            publish_failure_reasons_are_redacted_and_cut_to_the_limit,
+            publish_concurrent_calls_are_each_confirmed,
+            publish_a_future_dropped_mid_call_leaves_the_publisher_usable,
         );
     };
 }
