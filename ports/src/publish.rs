@@ -79,7 +79,8 @@ impl fmt::Display for PublishErrorKind {
 pub struct PublishError {
     /// The broad cause.
     pub kind: PublishErrorKind,
-    /// Already redacted and cut to `http.maxErrorBodyBytes`; never holds a credential.
+    /// Already redacted, with what the destination echoed (an answer body, a broker's reply text)
+    /// cut to `http.maxErrorBodyBytes`; never holds a credential.
     pub reason: String,
 }
 
@@ -120,8 +121,10 @@ pub trait Publisher: Send + Sync {
     /// non-success answer, a timeout, a connection failure, a credential failure. It MUST NOT
     /// report success it cannot prove, because the row is then marked `sent` and never retried.
     /// The [`PublishError::reason`] MUST be safe to store: redacted (no password, token, secret or
-    /// signature, neither configured nor echoed by the destination), cut to the configured limit,
-    /// and naming the status or cause so an operator can act on `last_error` alone.
+    /// signature, neither configured nor echoed by the destination), with the destination's echoed
+    /// text cut to the configured limit (the adapter's own words around it, such as the status
+    /// line, come on top), and naming the status or cause so an operator can act on `last_error`
+    /// alone.
     async fn publish(&self, message: &OutboundMessage) -> Result<(), PublishError>;
 }
 
