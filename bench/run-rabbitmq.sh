@@ -146,13 +146,13 @@ run_queuebox() {
   topology_down; topology_up
   new_db "$rundb" "$template"
   start_consumer "$n" "$keyed"
-  local load0 t_exec t_ready idle_mem q0 b0 c0 m0 d0 q1 b1 c1 m1 d1 peak_mem
+  local load0 t_exec t_ready idle_mem q0 b0 m0 d0 q1 b1 m1 d1 peak_mem
   load0=$(cut -d' ' -f1-3 /proc/loadavg)
   t_exec=$(date +%s.%N)
   start_qb_rmq "$rundb"
   t_ready=$(date +%s.%N)
   idle_mem=$(mem "$QB_PID")
-  q0=$(ticks_pid "$QB_PID"); b0=$(ticks_pid "$BROKER_PID"); c0=$(ticks_pid "$CONS_PID"); m0=($(ticks_machine))
+  q0=$(ticks_pid "$QB_PID"); b0=$(ticks_pid "$BROKER_PID"); m0=($(ticks_machine))
   d0=$(ticks_db_list "$rundb" | tr '\n' ' ')
   local perf_pid=
   if [ "${PERF:-0}" = 1 ] && [ "$run" = 1 ] && command -v perf >/dev/null; then
@@ -167,7 +167,7 @@ run_queuebox() {
     fi
     sleep 0.1
   done
-  q1=$(ticks_pid "$QB_PID"); b1=$(ticks_pid "$BROKER_PID"); c1=$(ticks_pid "$CONS_PID"); m1=($(ticks_machine))
+  q1=$(ticks_pid "$QB_PID"); b1=$(ticks_pid "$BROKER_PID"); m1=($(ticks_machine))
   d1=$(ticks_db_list "$rundb" | tr '\n' ' ')
   peak_mem=$(mem "$QB_PID")
   local t_done; t_done=$(date +%s.%N)
@@ -193,7 +193,7 @@ run_queuebox() {
   cons=$(cat "$WORK/consumer.out")
   echo "target=queuebox scenario=$scenario run=$run n=$n batch=$BATCH conc=$CONC poll=$POLL pool=$POOL $cons db_rate=$db_rate" \
        "start_to_ready_ms=$(echo "($t_ready - $t_exec) * 1000" | bc -l | cut -d. -f1)" \
-       "cpu_qb=$(cpu "$q1 - $q0")% cpu_broker=$(cpu "$b1 - $b0")% cpu_pg_rundb=$(cpu "$db_ticks")% cpu_consumer=$(cpu "$c1 - $c0")%" \
+       "cpu_qb=$(cpu "$q1 - $q0")% cpu_broker=$(cpu "$b1 - $b0")% cpu_pg_rundb=$(cpu "$db_ticks")%" \
        "cpu_machine=$(( mtot > 0 ? 100 * (mtot - midle) / mtot : 0 ))%" \
        "us_per_msg_qb=$(us "$q1 - $q0") us_per_msg_broker=$(us "$b1 - $b0") us_per_msg_pg_rundb=$(us "$db_ticks")" \
        "idle_$(echo "$idle_mem" | sed 's/ VmHWM.*//') end_${peak_mem// / end_} not_sent_after=$left load_at_start=${load0// /,}"

@@ -61,5 +61,5 @@ for mode in $MODES; do
   done
   q=$(grep " target=queuebox mode=$mode " "$RES" | f rps | median)
   b=$(grep " target=baseline mode=$mode " "$RES" | f rps | median)
-  [ "$q" != n/a ] && [ "$b" != n/a ] && echo "ratio mode=$mode queuebox/baseline=$(echo "scale=3; $q / $b" | bc)"
+  if [ "$q" != n/a ] && [ "$b" != n/a ]; then echo "ratio mode=$mode queuebox/baseline=$(echo "scale=3; $q / $b" | bc)"; fi
 done
