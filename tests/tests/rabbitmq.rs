@@ -53,6 +53,19 @@ fn own_vhost() -> (String, String) {
     (vhost.clone(), format!("{}/{vhost}", &url[..end]))
 }
 
+/// Starts the broker's application again when dropped (`rabbitmqctl start_app`, then waits for it).
+struct StartAppOnDrop;
+
+impl Drop for StartAppOnDrop {
+    fn drop(&mut self) {
+        for args in [["start_app"].as_slice(), ["await_startup"].as_slice()] {
+            let _ = std::process::Command::new("rabbitmqctl")
+                .args(args)
+                .output();
+        }
+    }
+}
+
 /// A test's own AMQP client.
 struct Amqp {
     _connection: Connection,
@@ -709,18 +722,32 @@ async fn a_broker_restart_while_publishing_loses_nothing_and_keeps_key_order() {
     let amqp = Amqp::connect().await;
     let (exchange, queue) = (unique("ex-broker-restart"), unique("q-broker-restart"));
     amqp.exchange_with_queue(&exchange, &queue).await;
+    drop(amqp);
     let service = Service::start(&destination(&exchange, "")).await;
-    let total: i32 = 300;
-    for i in 0..total {
-        sqlx::query(
-            "INSERT INTO outbox (topic, key, payload) VALUES ('order.created', $1, $2::jsonb)",
-        )
-        .bind(format!("k-{}", i % 10))
-        .bind(format!(r#"{{"n":{i},"region":"eu"}}"#))
-        .execute(&service.sql)
-        .await
-        .expect("insert");
-    }
+    let total: i32 = 600;
+    // Rows keep coming while the broker goes away and comes back.
+    let producer = {
+        let sql = service.sql.clone();
+        tokio::spawn(async move {
+            for i in 0..total {
+                // Attempts enough to outlast the restart (the backoff doubles from 20 ms).
+                sqlx::query(
+                    "INSERT INTO outbox (topic, key, payload, max_attempts) \
+                     VALUES ('order.created', $1, $2::jsonb, 50)",
+                )
+                .bind(format!("k-{}", i % 10))
+                .bind(format!(r#"{{"n":{i},"region":"eu"}}"#))
+                .execute(&sql)
+                .await
+                .expect("insert");
+                if i % 50 == 49 {
+                    // Spread the rows over the restart: a pause of the producer only, which
+                    // no assertion depends on.
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            }
+        })
+    };
     wait_until("some deliveries", WAIT, || async {
         let sent = service
             .count("SELECT count(*) FROM outbox WHERE state = 'sent'")
@@ -728,19 +755,21 @@ async fn a_broker_restart_while_publishing_loses_nothing_and_keeps_key_order() {
         (sent > 0).then_some(())
     })
     .await;
-    drop(amqp);
-    rabbitmqctl(&["stop_app"]);
-    // While the broker is away, publishes fail as unreachable and the rows wait to be retried.
-    let failed = wait_until("a publish to fail while the broker is down", WAIT, || async {
-        let failures = sample(
-            &service.metrics().await,
-            "queuebox_outbox_publish_failures_total{destination=\"rabbit\",destination_type=\"rabbitmq\",kind=\"unreachable\"}",
-        );
-        (failures > 0.0).then_some(failures)
-    })
-    .await;
-    rabbitmqctl(&["start_app"]);
-    rabbitmqctl(&["await_startup"]);
+    let failed = {
+        // Started again even if a wait below fails, so no later test finds the broker stopped.
+        let _restart = StartAppOnDrop;
+        rabbitmqctl(&["stop_app"]);
+        // While the broker is away, publishes fail as unreachable and the rows wait for a retry.
+        wait_until("a publish to fail while the broker is down", WAIT, || async {
+            let failures = sample(
+                &service.metrics().await,
+                "queuebox_outbox_publish_failures_total{destination=\"rabbit\",destination_type=\"rabbitmq\",kind=\"unreachable\"}",
+            );
+            (failures > 0.0).then_some(failures)
+        })
+        .await
+    };
+    producer.await.expect("producer");
     wait_until("every row sent", Duration::from_secs(90), || async {
         let sent = service
             .count("SELECT count(*) FROM outbox WHERE state = 'sent'")
