@@ -73,6 +73,14 @@ pub enum Rejection {
     StorageFailed,
 }
 
+impl From<queuebox_domain::inbox::limits::Unstorable> for Rejection {
+    fn from(unstorable: queuebox_domain::inbox::limits::Unstorable) -> Self {
+        Rejection::Unstorable {
+            reason: unstorable.to_string(),
+        }
+    }
+}
+
 /// What became of one received message.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum IngestOutcome {

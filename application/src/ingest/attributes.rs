@@ -10,7 +10,7 @@
 //!
 //! At a broker source an empty value counts as none, so the next choice is taken.
 
-use super::{IngestKind, IngestSource};
+use super::{AttributeHeaders, IngestKind, IngestSource};
 use queuebox_domain::inbox::dead_letter::body_digest;
 use queuebox_domain::inbox::header_value;
 use queuebox_ports::ingest::Received;
@@ -50,18 +50,29 @@ pub(super) fn extract(
     };
     let header =
         |name: &str| header_value(&received.headers, name).and_then(|v| non_empty(v.to_owned()));
-    let idempotency_key = header(&headers.idempotency_key)
-        .or_else(|| key_from_path.and_then(non_empty))
-        .or_else(|| received.message_id.clone().and_then(non_empty))
-        .or_else(|| received.record_key.clone().and_then(non_empty))
-        .unwrap_or_else(|| body_digest(&received.body));
     Some(Attributes {
-        idempotency_key,
+        idempotency_key: broker_key(headers, received, key_from_path),
         event_type: from_path(&spec.event_type_path).or_else(|| header(&headers.event_type)),
         aggregate_id: from_path(&spec.aggregate_id_path)
             .or_else(|| header(&headers.aggregate_id))
             .or_else(|| received.record_key.clone().and_then(non_empty)),
     })
+}
+
+/// A broker message's idempotency key: its header, `from_path` (what `idempotencyKeyPath` found,
+/// `None` when the body could not be read), the broker's message id, the Kafka record key, then
+/// the SHA-256 of the body.
+pub(super) fn broker_key(
+    headers: &AttributeHeaders,
+    received: &Received,
+    from_path: Option<String>,
+) -> String {
+    header_value(&received.headers, &headers.idempotency_key)
+        .and_then(|v| non_empty(v.to_owned()))
+        .or_else(|| from_path.and_then(non_empty))
+        .or_else(|| received.message_id.clone().and_then(non_empty))
+        .or_else(|| received.record_key.clone().and_then(non_empty))
+        .unwrap_or_else(|| body_digest(&received.body))
 }
 
 fn non_empty(value: String) -> Option<String> {
@@ -71,7 +82,6 @@ fn non_empty(value: String) -> Option<String> {
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
-    use super::super::AttributeHeaders;
     use super::*;
     use queuebox_domain::jsonpath::JsonPath;
     use queuebox_ports::inbox::Consumption;

@@ -196,7 +196,7 @@ impl IngestPipeline {
             && let Err(unstorable) = limits::check_payload(&document)
         {
             return self
-                .refuse(spec, received, correlation, unstorable.into_rejection())
+                .refuse(spec, received, correlation, unstorable.into())
                 .await;
         }
         let Some(attributes) = attributes::extract(spec, &received, &document) else {
@@ -218,7 +218,7 @@ impl IngestPipeline {
             check_row_fields(&idempotency_key, &aggregate_id, &event_type, &headers)
         {
             return self
-                .refuse(spec, received, correlation, unstorable.into_rejection())
+                .refuse(spec, received, correlation, unstorable.into())
                 .await;
         }
 
@@ -257,23 +257,12 @@ impl IngestPipeline {
             && let Err(unstorable) = limits::check_payload_text(&payload)
         {
             let reason = format!("the source transform's result cannot be stored: {unstorable}");
-            return match spec.kind {
-                IngestKind::Http => {
-                    IngestEvents::extraction_failed();
-                    IngestOutcome::Rejected(Rejection::Unstorable { reason })
-                }
-                IngestKind::Broker(_) => {
-                    self.store_dead(
-                        spec,
-                        payload.into_bytes(),
-                        idempotency_key,
-                        headers,
-                        correlation,
-                        reason,
-                    )
-                    .await
-                }
+            let row = Unkept {
+                body: payload.into_bytes(),
+                idempotency_key,
+                headers,
             };
+            return self.unstorable(spec, row, correlation, reason).await;
         }
         let message = NewInboxMessage {
             id,
@@ -300,21 +289,32 @@ impl IngestPipeline {
     ) -> IngestOutcome {
         match self.insert_row(spec, &message, correlation).await {
             Ok(outcome) => outcome,
-            Err(reason) if spec.kind.is_broker() && message.dead_reason.is_none() => {
-                self.store_dead(
-                    spec,
-                    message.payload.into_bytes(),
-                    message.idempotency_key,
-                    message.headers,
-                    correlation,
-                    reason,
-                )
-                .await
-            }
             Err(reason) => {
+                let row = Unkept {
+                    body: message.payload.into_bytes(),
+                    idempotency_key: message.idempotency_key,
+                    headers: message.headers,
+                };
+                self.unstorable(spec, row, correlation, reason).await
+            }
+        }
+    }
+
+    /// A message refused for a value the table cannot hold, found after its key was read: an
+    /// HTTP source answers 422; a broker source keeps it as a dead row.
+    async fn unstorable(
+        &self,
+        spec: &IngestSource,
+        row: Unkept,
+        correlation: &str,
+        reason: String,
+    ) -> IngestOutcome {
+        match spec.kind {
+            IngestKind::Http => {
                 IngestEvents::extraction_failed();
                 IngestOutcome::Rejected(Rejection::Unstorable { reason })
             }
+            IngestKind::Broker(_) => self.store_dead(spec, row, correlation, reason).await,
         }
     }
 
@@ -373,26 +373,21 @@ impl IngestPipeline {
         rejection: Rejection,
     ) -> IngestOutcome {
         IngestEvents::extraction_failed();
-        match spec.kind {
+        match &spec.kind {
             IngestKind::Http => IngestOutcome::Rejected(rejection),
-            IngestKind::Broker(_) => {
-                // The key in the order of page 08, without the body (it could not be read):
-                // header, broker message id, record key, digest.
-                let key = attributes::extract(spec, &received, &serde_json::Value::Null)
-                    .map_or_else(|| body_digest(&received.body), |a| a.idempotency_key);
-                let headers = stored_headers(&received.headers, None)
-                    .into_iter()
-                    .filter(|(name, value)| !name.contains('\0') && !value.contains('\0'))
-                    .collect();
-                self.store_dead(
-                    spec,
-                    received.body,
-                    key,
-                    headers,
-                    correlation,
-                    rejection.to_string(),
-                )
-                .await
+            IngestKind::Broker(attribute_headers) => {
+                // The key in the order of page 08, without the body's path (the body could not
+                // be read, or holds what the table cannot).
+                let row = Unkept {
+                    idempotency_key: attributes::broker_key(attribute_headers, &received, None),
+                    headers: stored_headers(&received.headers, None)
+                        .into_iter()
+                        .filter(|(name, value)| !name.contains('\0') && !value.contains('\0'))
+                        .collect(),
+                    body: received.body,
+                };
+                self.store_dead(spec, row, correlation, rejection.to_string())
+                    .await
             }
         }
     }
@@ -402,12 +397,15 @@ impl IngestPipeline {
     async fn store_dead(
         &self,
         spec: &IngestSource,
-        body: Vec<u8>,
-        idempotency_key: String,
-        headers: Vec<(String, String)>,
+        row: Unkept,
         correlation: &str,
         reason: String,
     ) -> IngestOutcome {
+        let Unkept {
+            body,
+            idempotency_key,
+            headers,
+        } = row;
         let (payload, kept_as) = dead_letter::dead_payload(&body);
         let reason = match kept_as {
             Some(how) => format!("{reason} (payload kept as {how})"),
@@ -418,7 +416,7 @@ impl IngestPipeline {
         let idempotency_key =
             match limits::check_field(RowField::IdempotencyKey, &idempotency_key, MAX_KEY_CHARS) {
                 Ok(()) => idempotency_key,
-                Err(_) => body_digest(&body),
+                Err(_) => dead_letter::body_digest(&body),
             };
         let message = NewInboxMessage {
             id: uuid::Uuid::new_v4(),
@@ -442,9 +440,14 @@ impl IngestPipeline {
     }
 }
 
-/// The idempotency key of last resort of a broker message (page 08).
-fn body_digest(body: &[u8]) -> String {
-    dead_letter::body_digest(body)
+/// What a refused message keeps when a broker source stores it dead.
+struct Unkept {
+    /// The received body, or what the transform made of it.
+    body: Vec<u8>,
+    /// The key the message was (or would have been) stored under.
+    idempotency_key: String,
+    /// The headers to store.
+    headers: Vec<(String, String)>,
 }
 
 /// The extracted fields and headers against the columns that hold them.
@@ -462,19 +465,6 @@ fn check_row_fields(
         limits::check_field(RowField::EventType, event_type, MAX_KEY_CHARS)?;
     }
     limits::check_headers(headers)
-}
-
-/// An [`Unstorable`] as the pipeline's refusal.
-trait IntoRejection {
-    fn into_rejection(self) -> Rejection;
-}
-
-impl IntoRejection for Unstorable {
-    fn into_rejection(self) -> Rejection {
-        Rejection::Unstorable {
-            reason: self.to_string(),
-        }
-    }
 }
 
 #[async_trait]
