@@ -96,10 +96,10 @@ dest_transform() {
   printf "    transform:\n      expression: '%s'\n" "${DEST_TRANSFORM//\'/\'\'}"
 }
 
-# write_config DB FILE: a QueueBox configuration that delivers every topic to the receiver.
-write_config() {
-  local db=$1 file=$2
-  cat >"$file" <<EOF
+# config_head DB: the server, database and outbox sections every bench configuration shares.
+config_head() {
+  local db=$1
+  cat <<EOF
 server:
   httpPort: $QB_PORT
 database:
@@ -113,6 +113,13 @@ outbox:
   pollIntervalMs: $POLL
   batchSize: $BATCH
   concurrency: $CONC
+EOF
+}
+
+# write_config DB FILE: a QueueBox configuration that delivers every topic to the receiver.
+write_config() {
+  local db=$1 file=$2
+  { config_head "$db"; cat <<EOF
 destinations:
   sink:
     type: http
@@ -126,6 +133,7 @@ routes:
 admin:
   enabled: false
 EOF
+  } >"$file"
 }
 
 # migrate DB: creates the QueueBox schema in DB with the binary's own migrations.

@@ -81,20 +81,7 @@ wait_consumer() { wait "$CONS_PID" 2>/dev/null || { cat "$WORK/consumer.err" >&2
 # The QueueBox configuration: one rabbitmq destination, every topic routed to it.
 write_rmq_config() {
   local db=$1 file=$2
-  cat >"$file" <<EOF
-server:
-  httpPort: $QB_PORT
-database:
-  type: postgresql
-  url: jdbc:postgresql://$PGHOST:$PGPORT/$db
-  username: $PGUSER
-  password: $PGPASSWORD
-  poolSize: $POOL
-  migrate: true
-outbox:
-  pollIntervalMs: $POLL
-  batchSize: $BATCH
-  concurrency: $CONC
+  { config_head "$db"; cat <<EOF
 destinations:
   rabbit:
     type: rabbitmq
@@ -109,6 +96,7 @@ routes:
 admin:
   enabled: false
 EOF
+  } >"$file"
 }
 start_qb_rmq() {
   local db=$1 cfg=$WORK/qb-rmq-$1.yml
