@@ -19,6 +19,10 @@ PG_VERSION=15
 PG_PORT=5432
 PG_USER=queuebox
 PG_PASSWORD=queuebox
+# The capture tests' account: REPLICATION and nothing else, so the tests also show that capture can
+# run under an account of its own (outbox.capture.connection.username) while queuebox has none.
+PG_CAPTURE_USER=queuebox_capture
+PG_CAPTURE_PASSWORD=queuebox_capture
 PG_MAX_CONNECTIONS=300
 
 AMQP_PORT=5672
@@ -88,6 +92,11 @@ DO \$\$ BEGIN
   ELSE
     ALTER ROLE $PG_USER LOGIN CREATEDB PASSWORD '$PG_PASSWORD';
   END IF;
+  IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '$PG_CAPTURE_USER') THEN
+    CREATE ROLE $PG_CAPTURE_USER LOGIN REPLICATION PASSWORD '$PG_CAPTURE_PASSWORD';
+  ELSE
+    ALTER ROLE $PG_CAPTURE_USER LOGIN REPLICATION PASSWORD '$PG_CAPTURE_PASSWORD';
+  END IF;
 END \$\$;
 SQL
   if ! su postgres -c "psql -tAq -p $PG_PORT -d postgres -c \"SELECT 1 FROM pg_database WHERE datname = 'queuebox'\"" | grep -q 1; then
@@ -96,6 +105,7 @@ SQL
   wait_for 30 "PostgreSQL login as $PG_USER" env PGPASSWORD="$PG_PASSWORD" psql -h 127.0.0.1 -p "$PG_PORT" -U "$PG_USER" -d queuebox -c 'SELECT 1'
   log "PostgreSQL ready on 127.0.0.1:$PG_PORT"
   echo "export QB_TEST_PG_URL=postgres://$PG_USER:$PG_PASSWORD@127.0.0.1:$PG_PORT/postgres"
+  echo "export QB_TEST_PG_CAPTURE_ACCOUNT=$PG_CAPTURE_USER:$PG_CAPTURE_PASSWORD"
 }
 
 # RabbitMQ from Debian's package, on loopback, as the node rabbit@localhost (a fixed node name, so

@@ -4,6 +4,7 @@
 //!
 //! This crate depends on the domain and the ports; it must never depend on an adapter.
 
+pub mod capture;
 pub mod dispatcher;
 pub mod health;
 pub mod ingest;

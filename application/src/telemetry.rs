@@ -287,3 +287,50 @@ pub fn transform_failed(strategy: queuebox_ports::transform::ErrorStrategy) {
     metrics::counter!(names::TRANSFORM_FAILURES_TOTAL, "strategy" => strategy.as_str())
         .increment(1);
 }
+
+/// The capture metrics (additions; see `queuebox_ports::metrics`).
+pub struct CaptureMetrics {
+    /// `queuebox_capture_changes_total{kind="insert"}`.
+    pub inserts: metrics::Counter,
+    /// `queuebox_capture_changes_total{kind="ignored"}`.
+    pub ignored: metrics::Counter,
+    /// `queuebox_capture_wakes_total{origin="log"}`.
+    pub log_wakes: metrics::Counter,
+    /// `queuebox_capture_wakes_total{origin="start"}`.
+    pub start_wakes: metrics::Counter,
+    /// `queuebox_capture_wakes_total{origin="peer"}`.
+    pub peer_wakes: metrics::Counter,
+    /// `queuebox_capture_lag_bytes`.
+    pub lag_bytes: metrics::Gauge,
+}
+
+/// The statuses of `queuebox_capture_status`.
+pub const CAPTURE_STATUSES: [&str; 4] = ["starting", "streaming", "retrying", "stopped"];
+
+impl CaptureMetrics {
+    /// Registers the capture metrics.
+    pub fn new() -> Self {
+        Self {
+            inserts: metrics::counter!(names::CAPTURE_CHANGES_TOTAL, "kind" => "insert"),
+            ignored: metrics::counter!(names::CAPTURE_CHANGES_TOTAL, "kind" => "ignored"),
+            log_wakes: metrics::counter!(names::CAPTURE_WAKES_TOTAL, "origin" => "log"),
+            start_wakes: metrics::counter!(names::CAPTURE_WAKES_TOTAL, "origin" => "start"),
+            peer_wakes: metrics::counter!(names::CAPTURE_WAKES_TOTAL, "origin" => "peer"),
+            lag_bytes: metrics::gauge!(names::CAPTURE_LAG_BYTES),
+        }
+    }
+
+    /// Sets `queuebox_capture_status` to `status` (one of [`CAPTURE_STATUSES`]).
+    pub fn status(&self, status: &str) {
+        for each in CAPTURE_STATUSES {
+            let value = if each == status { 1.0 } else { 0.0 };
+            metrics::gauge!(names::CAPTURE_STATUS, "status" => each).set(value);
+        }
+    }
+}
+
+impl Default for CaptureMetrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}

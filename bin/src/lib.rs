@@ -6,6 +6,7 @@
 
 pub mod admin;
 pub mod backends;
+pub mod capture;
 pub mod cli;
 pub mod database;
 pub mod delivery;

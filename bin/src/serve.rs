@@ -2,6 +2,7 @@
 
 use crate::admin;
 use crate::backends;
+use crate::capture::Capture;
 use crate::database;
 use crate::delivery;
 use crate::ingest;
@@ -62,13 +63,15 @@ pub async fn run(
     let mut workers = Workers::new();
     let transforms = transforms::compile(&settings)?;
     let routes = delivery::route_table(&settings, &transforms).await?;
-    let dispatcher = Dispatcher::new(
+    let capture = Capture::wire(&settings, database.as_ref())?;
+    let dispatcher = capture.drive(Dispatcher::new(
         database.outbox_store(),
         Arc::new(routes),
         delivery::dispatcher_options(&settings),
-    );
+    ));
     health.register(dispatcher.health_check());
     workers.spawn("outbox-dispatcher", move |stop| dispatcher.run(stop));
+    capture.spawn(&mut workers, &mut health);
 
     if settings.inbox.relay.enabled {
         let relay = Relay::new(

@@ -6,6 +6,7 @@
 //! never depend on another crate of the workspace.
 
 pub mod backoff;
+pub mod capture;
 pub mod glob;
 pub mod headers;
 pub mod inbox;

@@ -1,6 +1,7 @@
 //! The database port: where the database is, as the configuration names it, independent of any
 //! driver, and [`DatabaseBackend`], the open database the binary wires the use cases to.
 
+use crate::capture::{CapturePorts, CaptureRequest, WakeChannel};
 use crate::health::HealthCheck;
 use crate::inbox::{InboxStore, RelayStore};
 use crate::outbox::OutboxStore;
@@ -194,6 +195,16 @@ pub trait DatabaseBackend: Send + Sync {
 
     /// The `database` health component.
     fn health_check(&self) -> Arc<dyn HealthCheck>;
+
+    /// What change data capture needs from this database, for the replica that owns `request`'s
+    /// identity (`outbox.capture.enabled: true`).
+    ///
+    /// # Errors
+    /// A [`DatabaseError`] when this product cannot capture in the configured mode.
+    fn capture_ports(&self, request: CaptureRequest) -> Result<CapturePorts, DatabaseError>;
+
+    /// The wake-up channel alone, for a replica that follows another's capture.
+    fn wake_channel(&self) -> Arc<dyn WakeChannel>;
 
     /// Closes the pool, waiting for connections in use to come back. Called once, last, after
     /// every worker has stopped.

@@ -4,6 +4,7 @@
 //! Each trait documents what an adapter MUST do. This crate depends on the domain only; it never
 //! names a database, broker or HTTP library.
 
+pub mod capture;
 pub mod database;
 pub mod health;
 pub mod inbox;

@@ -54,6 +54,21 @@ pub const CLEANUP_DURATION_SECONDS: &str = "queuebox_cleanup_duration_seconds";
 /// Unix time of the last cleanup run, label `table`.
 pub const CLEANUP_LAST_RUN_TIMESTAMP: &str = "queuebox_cleanup_last_run_timestamp";
 
+// Change data capture. The documentation names no capture metric; these are additions
+// (features.md), each under the queuebox_capture_ prefix.
+/// Outbox changes capture read from the log, label `kind`: `insert` (wakes delivery) or `ignored`
+/// (updates, deletes and truncates, which never do).
+pub const CAPTURE_CHANGES_TOTAL: &str = "queuebox_capture_changes_total";
+/// Wake-ups given to the dispatcher, label `origin`: `log` (a committed insert), `start` (each
+/// capture attempt, standing in for a snapshot) or `peer` (the owner's notice on another replica).
+pub const CAPTURE_WAKES_TOTAL: &str = "queuebox_capture_wakes_total";
+/// Bytes of log between the server's current position and the slot's confirmed one: what the slot
+/// keeps from being released beyond what capture has handled.
+pub const CAPTURE_LAG_BYTES: &str = "queuebox_capture_lag_bytes";
+/// 1 for the capture status in force and 0 for the others, label `status`: `starting`,
+/// `streaming`, `retrying` or `stopped` (a fault that needs an operator).
+pub const CAPTURE_STATUS: &str = "queuebox_capture_status";
+
 /// Connections in the pool, idle and active; label `pool` on every pool metric.
 pub const POOL_CONNECTIONS: &str = "hikaricp_connections";
 /// Connections a caller holds.

@@ -153,4 +153,13 @@ pub trait OutboxStore: Send + Sync {
     /// # Errors
     /// A [`StoreError`] when the query fails.
     async fn pending_stats(&self) -> Result<PendingStats, StoreError>;
+
+    /// How long, by the database clock, until a row falls due without a new insert: the earliest
+    /// `scheduled_at` still ahead of a `pending` row, or `lease_expires_at` of a `processing` row.
+    /// `None` when there is none. With capture on, the dispatcher sleeps no longer than this, since
+    /// no insert will wake it for a retry or an expired lease.
+    ///
+    /// # Errors
+    /// A [`StoreError`] when the query fails.
+    async fn next_deadline(&self) -> Result<Option<Duration>, StoreError>;
 }

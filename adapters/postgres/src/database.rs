@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use queuebox_domain::mapping::SchemaNames;
+use queuebox_ports::capture::{CapturePorts, CaptureRequest, WakeChannel};
 use queuebox_ports::database::{DatabaseBackend, DatabaseError, DatabaseKind, DatabaseOptions};
 use queuebox_ports::health::HealthCheck;
 use queuebox_ports::inbox::{InboxStore, RelayStore};
@@ -12,6 +13,7 @@ use queuebox_ports::outbox::OutboxStore;
 use queuebox_ports::replay::ReplayStore;
 use queuebox_ports::retention::RetentionStore;
 
+use crate::capture::{CaptureConnection, PgCaptureConnector, PgCaptureStateStore, PgWakeChannel};
 use crate::connect::{connect_options, wait_for_database};
 use crate::error::PostgresError;
 use crate::guard;
@@ -179,6 +181,33 @@ impl DatabaseBackend for PostgresDatabase {
 
     fn health_check(&self) -> Arc<dyn HealthCheck> {
         PostgresDatabase::health_check(self)
+    }
+
+    fn capture_ports(&self, request: CaptureRequest) -> Result<CapturePorts, DatabaseError> {
+        let scope = request.scope;
+        let connector = PgCaptureConnector::new(CaptureConnection {
+            host: scope.host,
+            port: scope.port,
+            database: scope.database,
+            username: request.username,
+            password: request.password,
+            params: request.params,
+            identity: request.identity,
+            schema: scope.schema,
+            table: scope.table,
+            publication: scope.publication,
+            slot: scope.slot,
+        })
+        .map_err(DatabaseError::new)?;
+        Ok(CapturePorts {
+            connector: Arc::new(connector),
+            state: Arc::new(PgCaptureStateStore::new(self.pool.clone())),
+            wakes: self.wake_channel(),
+        })
+    }
+
+    fn wake_channel(&self) -> Arc<dyn WakeChannel> {
+        Arc::new(PgWakeChannel::new(self.pool.clone()))
     }
 
     async fn close(&self) {

@@ -9,6 +9,7 @@
 //! The binary calls [`connect`] (wait for the database, build the pool), then
 //! [`PostgresDatabase::prepare`] (migrate when configured, then the schema check).
 
+mod capture;
 mod connect;
 mod database;
 mod error;
@@ -26,6 +27,7 @@ mod retention_store;
 mod statements;
 mod store_support;
 
+pub use capture::{CaptureConnection, PgCaptureConnector, PgCaptureStateStore, PgWakeChannel};
 pub use connect::DEFAULT_APPLICATION_NAME;
 pub use database::{PostgresDatabase, connect};
 pub use error::{PostgresError, sqlstate};

@@ -247,6 +247,15 @@ impl OutboxStore for PgOutboxStore {
         Ok(result.rows_affected())
     }
 
+    async fn next_deadline(&self) -> Result<Option<Duration>, StoreError> {
+        let mut connection = self.connection("next deadline").await?;
+        let seconds: Option<f64> = sqlx::query_scalar(self.statements.outbox_next_deadline.clone())
+            .fetch_one(&mut *connection)
+            .await
+            .map_err(|e| store_error("next deadline", e))?;
+        Ok(seconds.map(|s| Duration::from_secs_f64(s.max(0.0))))
+    }
+
     async fn pending_stats(&self) -> Result<PendingStats, StoreError> {
         let mut connection = self.connection("pending gauges").await?;
         let rows = sqlx::query(self.statements.outbox_pending_stats.clone())

@@ -6,6 +6,9 @@
 //! the configured name, checked against the identifier rule and double-quoted, so no configured text
 //! reaches SQL unchecked and values always travel as bind parameters. Comment lines of the
 //! templates are dropped from the rendered text.
+//!
+//! Capture's statements touch no renamed name (catalogs, the fixed `queuebox_capture_state`, and
+//! replication commands); they live in `capture/sql.rs`.
 
 use queuebox_domain::mapping::{Columns, SchemaNames};
 use sqlx::{AssertSqlSafe, SqlStr};
@@ -13,7 +16,7 @@ use sqlx::{AssertSqlSafe, SqlStr};
 use crate::error::PostgresError;
 
 /// (name, template) of every statement; the name is the file stem under `queries/`.
-const TEMPLATES: [(&str, &str); 24] = [
+const TEMPLATES: [(&str, &str); 25] = [
     ("ping", include_str!("../queries/ping.sql")),
     (
         "table_columns",
@@ -52,6 +55,10 @@ const TEMPLATES: [(&str, &str); 24] = [
     (
         "outbox_pending_stats",
         include_str!("../queries/outbox_pending_stats.sql"),
+    ),
+    (
+        "outbox_next_deadline",
+        include_str!("../queries/outbox_next_deadline.sql"),
     ),
     ("relay_lock", include_str!("../queries/relay_lock.sql")),
     (
@@ -121,6 +128,8 @@ pub struct Statements {
     pub outbox_reclaim: SqlStr,
     /// Pending rows per topic and the oldest pending age.
     pub outbox_pending_stats: SqlStr,
+    /// Seconds until the earliest pending row falls due by itself.
+    pub outbox_next_deadline: SqlStr,
     /// Take the relay claim lock for the rest of the transaction; `$1` is the inbox table name.
     pub relay_lock: SqlStr,
     /// Claim the oldest pending push row of ready aggregates, walking aggregates from a cursor.
@@ -171,6 +180,7 @@ impl Statements {
             outbox_finish,
             outbox_reclaim,
             outbox_pending_stats,
+            outbox_next_deadline,
             relay_lock,
             relay_claim_keyed,
             relay_claim_unkeyed,
@@ -197,6 +207,7 @@ impl Statements {
             outbox_finish: outbox_finish?,
             outbox_reclaim: outbox_reclaim?,
             outbox_pending_stats: outbox_pending_stats?,
+            outbox_next_deadline: outbox_next_deadline?,
             relay_lock: relay_lock?,
             relay_claim_keyed: relay_claim_keyed?,
             relay_claim_unkeyed: relay_claim_unkeyed?,
@@ -227,6 +238,7 @@ impl Statements {
             &self.outbox_finish,
             &self.outbox_reclaim,
             &self.outbox_pending_stats,
+            &self.outbox_next_deadline,
             &self.relay_lock,
             &self.relay_claim_keyed,
             &self.relay_claim_unkeyed,

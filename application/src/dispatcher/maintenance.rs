@@ -34,6 +34,9 @@ pub(crate) struct Maintenance {
     pub(crate) renew_every: Duration,
     pub(crate) reclaim_every: Duration,
     pub(crate) gauges_every: Duration,
+    /// Woken when the reclaim returned rows, so the claim loop takes them without waiting out its
+    /// idle interval.
+    pub(crate) reclaimed: Arc<tokio::sync::Notify>,
 }
 
 impl Maintenance {
@@ -109,6 +112,7 @@ impl Maintenance {
             Ok(moved) => {
                 tracing::info!(rows = moved, "expired claims returned to pending");
                 self.metrics.reclaimed.increment(moved);
+                self.reclaimed.notify_one();
             }
             Err(error) => tracing::warn!(%error, "the reclaim step failed"),
         }

@@ -21,6 +21,7 @@ mod transforms;
 pub use options::DispatcherOptions;
 pub use routes::{DestinationEntry, DestinationSpec, RouteError, RouteKeySpec, RouteTable};
 
+use crate::capture::{DeliveryWake, IdleWaking};
 use crate::lifecycle::StopSignal;
 use crate::telemetry::OutboxMetrics;
 use crate::worker_health::WorkerHealth;
@@ -48,6 +49,8 @@ pub struct Dispatcher {
     routes: Arc<RouteTable>,
     options: DispatcherOptions,
     health: Arc<WorkerHealth>,
+    /// Capture's wake-up and how to wait without one; `None` polls.
+    wake: Option<(DeliveryWake, IdleWaking)>,
 }
 
 /// What every publish task shares.
@@ -72,6 +75,37 @@ impl Dispatcher {
             routes,
             options,
             health: Arc::new(WorkerHealth::new("outbox-poller")),
+            wake: None,
+        }
+    }
+
+    /// Lets `wake` end the wait between claims, and waits as `idle` says when nothing wakes it.
+    pub fn woken_by(mut self, wake: DeliveryWake, idle: IdleWaking) -> Self {
+        self.wake = Some((wake, idle));
+        self
+    }
+
+    /// The longest wait between claims while idle.
+    fn idle_interval(&self) -> std::time::Duration {
+        match &self.wake {
+            Some((_, IdleWaking::Reconcile(interval))) => *interval,
+            Some((_, IdleWaking::Poll)) | None => self.options.poll_interval,
+        }
+    }
+
+    /// The wait before the next claim, no longer than the next retry's due time when capture
+    /// replaces polling: no insert wakes the loop for a retry.
+    async fn bounded_by_deadline(&self, wait: std::time::Duration) -> std::time::Duration {
+        if !matches!(self.wake, Some((_, IdleWaking::Reconcile(_)))) {
+            return wait;
+        }
+        match self.store.next_deadline().await {
+            Ok(Some(due)) => wait.min(due),
+            Ok(None) => wait,
+            Err(error) => {
+                tracing::debug!(%error, "reading the next retry deadline failed");
+                wait
+            }
         }
     }
 
@@ -108,6 +142,7 @@ impl Dispatcher {
                 renew_every: self.options.renew_interval(),
                 reclaim_every: self.options.reclaim_interval(),
                 gauges_every: self.options.pending_gauge_interval,
+                reclaimed: Arc::clone(&written),
             }
             .run(async move {
                 let _ = maintenance_stopped.await;
@@ -134,7 +169,10 @@ impl Dispatcher {
             stop.clone(),
         ));
         let mut cursor = String::new();
-        let mut idle_wait = IdleWait::new(self.options.poll_interval);
+        let idle_interval = self.idle_interval();
+        let mut idle_wait = IdleWait::new(idle_interval);
+        let never = DeliveryWake::new();
+        let wake = self.wake.as_ref().map_or(&never, |(wake, _)| wake);
         while !stop.is_stopping() {
             // Up to four batches are held at once, so the next claim overlaps the publishing and the
             // finish of the previous one instead of waiting for both. Each claim still takes at
@@ -176,13 +214,19 @@ impl Dispatcher {
                 // Rows are in hand: the finisher's wake-up (or the poll interval) ends the wait,
                 // and the loop counts as active for the backoff once room frees up.
                 idle_wait.mark_active(Instant::now());
-                self.options.poll_interval
+                idle_interval
             } else {
-                idle_wait.after_claim(found, Instant::now())
+                let wait = idle_wait.after_claim(found, Instant::now());
+                if wait >= idle_interval {
+                    self.bounded_by_deadline(wait).await
+                } else {
+                    wait
+                }
             };
             tokio::select! {
                 _ = tokio::time::sleep(wait) => {}
                 _ = written.notified() => {}
+                _ = wake.woken() => {}
                 _ = stop.stopped() => break,
             }
         }

@@ -20,6 +20,7 @@ mock! {
         async fn finish(&self, writes: &[FencedFinish]) -> Result<Vec<bool>, StoreError>;
         async fn reclaim_expired(&self) -> Result<u64, StoreError>;
         async fn pending_stats(&self) -> Result<PendingStats, StoreError>;
+        async fn next_deadline(&self) -> Result<Option<Duration>, StoreError>;
     }
 }
 
@@ -370,6 +371,7 @@ async fn a_late_renewal_refusal_of_a_finished_claim_does_not_drop_the_rows_new_c
         renew_every: Duration::from_secs(10),
         reclaim_every: Duration::from_secs(6),
         gauges_every: Duration::from_secs(60),
+        reclaimed: Arc::new(tokio::sync::Notify::new()),
     };
     maintenance.renew().await;
     assert!(!held.is_lost(&id, &new), "the new claim was marked lost");

@@ -1,0 +1,362 @@
+//! The capture runner of the replica that owns an identity: take the owner lock, check the
+//! database, reconcile the recorded state, stream the log, and wake delivery on every committed
+//! insert. Any failure retries with a backoff from one second to thirty, waking delivery on every
+//! attempt; a fault that needs an operator stops capture and leaves delivery polling at the
+//! reconciliation interval.
+
+use super::files::StateFiles;
+use super::health::CaptureHealth;
+use super::wake::DeliveryWake;
+use crate::lifecycle::StopSignal;
+use crate::telemetry::CaptureMetrics;
+use queuebox_domain::capture::{CaptureScope, Lsn, Plan, Recorded, reconcile, wake_channel};
+use queuebox_ports::capture::{CaptureError, CapturePorts, ChangeEvent, ChangeStream, WakeChannel};
+use queuebox_ports::health::HealthCheck;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::Notify;
+use tokio::time::{Instant, MissedTickBehavior};
+
+/// The first wait after a failed attempt.
+const FIRST_BACKOFF: Duration = Duration::from_secs(1);
+/// The longest wait between attempts.
+const MAX_BACKOFF: Duration = Duration::from_secs(30);
+/// A stream that ran this long counts as healthy: the next failure starts the backoff over.
+const HEALTHY_RUN: Duration = Duration::from_secs(30);
+
+/// The settings of one capture owner.
+#[derive(Debug, Clone)]
+pub struct CaptureOptions {
+    /// `outbox.capture.identity`.
+    pub identity: String,
+    /// What the recorded position depends on.
+    pub scope: CaptureScope,
+    /// `outbox.capture.stateDirectory`.
+    pub state_directory: std::path::PathBuf,
+    /// Who owns the identity, recorded for diagnostics (host and process).
+    pub owner_host: String,
+    /// How often the handled position goes to `offsets.dat` (when it moved).
+    pub offsets_every: Duration,
+    /// How often it goes to `queuebox_capture_state` and the lag gauge is read.
+    pub record_every: Duration,
+}
+
+/// How one attempt ended.
+enum Ended {
+    /// Shutdown.
+    Stopping,
+    /// A fault an operator must resolve; no retry.
+    NeedsDecision(String),
+    /// A failure worth retrying; `ran_well` when the stream had been healthy a while.
+    Failed { error: String, ran_well: bool },
+}
+
+impl From<CaptureError> for Ended {
+    fn from(error: CaptureError) -> Self {
+        Ended::Failed {
+            error: error.to_string(),
+            ran_well: false,
+        }
+    }
+}
+
+/// Capture for the replica that owns the identity.
+pub struct CaptureRunner {
+    ports: CapturePorts,
+    options: CaptureOptions,
+    files: StateFiles,
+    wake: DeliveryWake,
+    health: Arc<CaptureHealth>,
+    metrics: Arc<CaptureMetrics>,
+    /// Rung for each committed insert; one task turns it into notices to the other replicas, so a
+    /// burst of commits costs one notice in flight and at most one queued.
+    announce: Arc<Notify>,
+}
+
+impl CaptureRunner {
+    /// A runner that wakes `wake`.
+    pub fn new(ports: CapturePorts, options: CaptureOptions, wake: DeliveryWake) -> Self {
+        let metrics = Arc::new(CaptureMetrics::new());
+        Self {
+            files: StateFiles::new(options.state_directory.clone()),
+            health: Arc::new(CaptureHealth::new(Arc::clone(&metrics))),
+            ports,
+            options,
+            wake,
+            metrics,
+            announce: Arc::new(Notify::new()),
+        }
+    }
+
+    /// The advisory `outbox-capture` health component.
+    pub fn health_check(&self) -> Arc<dyn HealthCheck> {
+        Arc::clone(&self.health) as Arc<dyn HealthCheck>
+    }
+
+    /// Runs until `stop` fires.
+    pub async fn run(self, mut stop: StopSignal) {
+        let announcer = tokio::spawn(announce_wakes(
+            Arc::clone(&self.ports.wakes),
+            wake_channel(&self.options.identity),
+            Arc::clone(&self.announce),
+        ));
+        let mut backoff = FIRST_BACKOFF;
+        let mut first = true;
+        loop {
+            // Every attempt wakes delivery: rows committed while capture was down are claimed now,
+            // not at the next reconciliation pass.
+            self.wake.wake();
+            self.metrics.start_wakes.increment(1);
+            let ended = self.attempt(first, &mut stop).await;
+            first = false;
+            match ended {
+                Ended::Stopping => break,
+                Ended::NeedsDecision(reason) => {
+                    tracing::error!(
+                        identity = %self.options.identity,
+                        %reason,
+                        "capture stopped; delivery continues through SQL at the reconciliation interval"
+                    );
+                    self.health.stopped(reason);
+                    stop.stopped().await;
+                    break;
+                }
+                Ended::Failed { error, ran_well } => {
+                    if ran_well {
+                        backoff = FIRST_BACKOFF;
+                    }
+                    tracing::warn!(
+                        identity = %self.options.identity,
+                        %error,
+                        retry_in_ms = backoff.as_millis() as u64,
+                        "capture failed; delivery continues through SQL"
+                    );
+                    self.health.retrying(error);
+                    tokio::select! {
+                        _ = tokio::time::sleep(backoff) => {}
+                        _ = stop.stopped() => break,
+                    }
+                    backoff = (backoff * 2).min(MAX_BACKOFF);
+                }
+            }
+        }
+        announcer.abort();
+        tracing::info!(identity = %self.options.identity, "capture stopped");
+    }
+
+    /// One attempt: connect, check, reconcile, then stream until the stream breaks or `stop`
+    /// fires.
+    async fn attempt(&self, first: bool, stop: &mut StopSignal) -> Ended {
+        let (stream, from) = tokio::select! {
+            started = self.start(first) => match started {
+                Ok(started) => started,
+                Err(ended) => return ended,
+            },
+            // The session and its lock end when the unfinished start is dropped.
+            _ = stop.stopped() => return Ended::Stopping,
+        };
+        tracing::info!(identity = %self.options.identity, slot = %self.options.scope.slot, from = ?from.map(|p| p.to_string()), "capture streaming");
+        self.health.streaming();
+        // Streaming began: rows committed before it are not in the stream, so claim them now.
+        self.wake.wake();
+        self.metrics.start_wakes.increment(1);
+        self.follow(stream, from, stop).await
+    }
+
+    /// Connects, takes the lock, checks the database and reconciles the state; returns the stream
+    /// and the position it reads after.
+    async fn start(&self, first: bool) -> Result<(Box<dyn ChangeStream>, Option<Lsn>), Ended> {
+        let identity = &self.options.identity;
+        let mut session = match self.ports.connector.open().await {
+            Ok(session) => session,
+            Err(error) => return Err(error.into()),
+        };
+        match session.claim_ownership().await {
+            Ok(true) => {}
+            Ok(false) if first => {
+                return Err(Ended::NeedsDecision(format!(
+                    "capture identity {identity} already has an owner: another process holds its lock. This replica keeps delivering through SQL; set outbox.capture.enabled: false on every replica but one"
+                )));
+            }
+            // A later attempt can meet the lock of this process's own previous session, which
+            // the server has not yet seen die.
+            Ok(false) => {
+                return Err(Ended::Failed {
+                    error: format!("the owner lock of capture identity {identity} is still held"),
+                    ran_well: false,
+                });
+            }
+            Err(error) => return Err(error.into()),
+        }
+        if let Err(error) = session.check_ready().await {
+            return Err(error.into());
+        }
+        let slot = match session.slot().await {
+            Ok(slot) => slot,
+            Err(error) => return Err(error.into()),
+        };
+        let recorded = match self.ports.state.load(identity).await {
+            Ok(recorded) => recorded,
+            Err(error) => return Err(error.into()),
+        };
+        let files = match self.files.read().await {
+            Ok(files) => files,
+            Err(error) => {
+                return Err(Ended::Failed {
+                    error,
+                    ran_well: false,
+                });
+            }
+        };
+        let scope = &self.options.scope;
+        let from = match reconcile(recorded.as_ref(), &files, scope, slot.is_some()) {
+            Plan::Stop(fault) => {
+                return Err(Ended::NeedsDecision(format!(
+                    "{fault} (identity {identity}, slot {}, state directory {}; the recovery steps are in docs/capture.md)",
+                    scope.slot,
+                    self.files.dir().display()
+                )));
+            }
+            Plan::Resume { from, .. } => from,
+            Plan::Fresh => {
+                let instance_id = uuid::Uuid::new_v4().to_string();
+                let start = match slot {
+                    Some(slot) => slot.confirmed,
+                    None => match session.create_slot().await {
+                        Ok(start) => Some(start),
+                        Err(error) => return Err(error.into()),
+                    },
+                };
+                // Files first: a crash before the record leaves files without a record, which the
+                // next start reports, instead of a record without files, which looks like a lost
+                // volume. Both need the same reset.
+                if let Err(error) = self
+                    .files
+                    .write_identity(&instance_id, &scope.describe())
+                    .await
+                {
+                    return Err(Ended::Failed {
+                        error,
+                        ran_well: false,
+                    });
+                }
+                if let Some(start) = start
+                    && let Err(error) = self.files.write_offset(start).await
+                {
+                    return Err(Ended::Failed {
+                        error,
+                        ran_well: false,
+                    });
+                }
+                let record = Recorded {
+                    instance_id,
+                    fingerprint: scope.fingerprint(),
+                    log_position: start,
+                };
+                if let Err(error) = self
+                    .ports
+                    .state
+                    .create(identity, &record, &self.options.owner_host)
+                    .await
+                {
+                    return Err(error.into());
+                }
+                tracing::info!(%identity, slot = %scope.slot, start = ?start.map(|p| p.to_string()), "capture state created");
+                start
+            }
+        };
+        match session.stream().await {
+            Ok(stream) => Ok((stream, from)),
+            Err(error) => Err(error.into()),
+        }
+    }
+
+    /// Reads the stream until it breaks, waking delivery on committed inserts and keeping the
+    /// handled position in the files, the record and the slot.
+    async fn follow(
+        &self,
+        mut stream: Box<dyn ChangeStream>,
+        from: Option<Lsn>,
+        stop: &mut StopSignal,
+    ) -> Ended {
+        let started = Instant::now();
+        let mut handled = from;
+        let mut in_files = from;
+        let mut in_record = from;
+        let mut offsets_tick = tokio::time::interval(self.options.offsets_every);
+        let mut record_tick = tokio::time::interval(self.options.record_every);
+        offsets_tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        record_tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        let failed = |error: String| Ended::Failed {
+            error,
+            ran_well: started.elapsed() >= HEALTHY_RUN,
+        };
+        loop {
+            tokio::select! {
+                _ = stop.stopped() => {
+                    // Keep what was handled, so the next start does not wake again for it.
+                    if let Some(position) = handled.filter(|p| in_files != Some(*p))
+                        && let Err(error) = self.files.write_offset(position).await
+                    {
+                        tracing::warn!(%error, "writing the capture position at shutdown failed");
+                    }
+                    stream.close().await;
+                    return Ended::Stopping;
+                }
+                event = stream.next() => {
+                    let position = match event {
+                        Ok(ChangeEvent::Committed { inserts, ignored, end }) => {
+                            self.metrics.ignored.increment(ignored);
+                            if inserts > 0 {
+                                self.metrics.inserts.increment(inserts);
+                                self.wake.wake();
+                                self.metrics.log_wakes.increment(1);
+                                self.announce.notify_one();
+                            }
+                            end
+                        }
+                        Ok(ChangeEvent::Idle { end }) => end,
+                        Err(error) => return failed(error.to_string()),
+                    };
+                    if handled.is_none_or(|h| position > h) {
+                        handled = Some(position);
+                        stream.confirm(position);
+                    }
+                }
+                _ = offsets_tick.tick() => {
+                    if let Some(position) = handled.filter(|p| in_files != Some(*p)) {
+                        if let Err(error) = self.files.write_offset(position).await {
+                            return failed(error);
+                        }
+                        in_files = Some(position);
+                    }
+                }
+                _ = record_tick.tick() => {
+                    if let Some(position) = handled.filter(|p| in_record != Some(*p)) {
+                        // The record is for diagnostics and the reset steps; a failed write is
+                        // tried again at the next tick rather than breaking a working stream.
+                        match self.ports.state.record_position(&self.options.identity, position, &self.options.owner_host).await {
+                            Ok(()) => in_record = Some(position),
+                            Err(error) => tracing::warn!(%error, "recording the capture position failed"),
+                        }
+                    }
+                    match self.ports.state.slot_lag(&self.options.scope.slot).await {
+                        Ok(Some(lag)) => self.metrics.lag_bytes.set(lag as f64),
+                        Ok(None) => {}
+                        Err(error) => tracing::debug!(%error, "reading the capture lag failed"),
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Sends a notice to the other replicas each time `rung` rings.
+async fn announce_wakes(wakes: Arc<dyn WakeChannel>, channel: String, rung: Arc<Notify>) {
+    loop {
+        rung.notified().await;
+        if let Err(error) = wakes.announce(&channel).await {
+            tracing::debug!(%error, "announcing a capture wake-up failed");
+        }
+    }
+}
