@@ -72,12 +72,18 @@ pub enum ChangeEvent {
 /// Opens capture sessions.
 #[async_trait]
 pub trait CaptureConnector: Send + Sync {
-    /// Opens one session on the capture connection (not yet streaming).
+    /// Opens one session on the capture connection (not yet streaming). Its stream will start
+    /// after `resume_after` when that lies ahead of the slot's confirmed position (the server
+    /// starts at the later of the two), so a position recorded but not yet confirmed to the server
+    /// is not read again.
     ///
     /// # Errors
     /// [`CaptureError::Connection`] when the server cannot be reached or refuses the login;
     /// [`CaptureError::Setup`] when the account lacks what capture needs, saying which.
-    async fn open(&self) -> Result<Box<dyn CaptureSession>, CaptureError>;
+    async fn open(
+        &self,
+        resume_after: Option<Lsn>,
+    ) -> Result<Box<dyn CaptureSession>, CaptureError>;
 }
 
 /// One capture session before it streams. An adapter MUST keep the owner lock of
@@ -111,8 +117,8 @@ pub trait CaptureSession: Send {
     /// [`CaptureError::Setup`] when the server refuses (no free slot, no permission).
     async fn create_slot(&mut self) -> Result<Lsn, CaptureError>;
 
-    /// Starts streaming after the slot's confirmed position: the server never sends again what
-    /// the slot confirmed, so a restart does not replay handled commits.
+    /// Starts streaming after the later of the slot's confirmed position and the session's
+    /// `resume_after`.
     ///
     /// # Errors
     /// [`CaptureError::Connection`] or [`CaptureError::Setup`] when the server refuses.

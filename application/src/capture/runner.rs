@@ -9,7 +9,9 @@ use super::health::CaptureHealth;
 use super::wake::DeliveryWake;
 use crate::lifecycle::StopSignal;
 use crate::telemetry::CaptureMetrics;
-use queuebox_domain::capture::{CaptureScope, Lsn, Plan, Recorded, reconcile, wake_channel};
+use queuebox_domain::capture::{
+    CaptureScope, FilesState, Lsn, Plan, Recorded, reconcile, wake_channel,
+};
 use queuebox_ports::capture::{CaptureError, CapturePorts, ChangeEvent, ChangeStream, WakeChannel};
 use queuebox_ports::health::HealthCheck;
 use std::sync::Arc;
@@ -167,7 +169,28 @@ impl CaptureRunner {
     /// and the position it reads after.
     async fn start(&self, first: bool) -> Result<(Box<dyn ChangeStream>, Option<Lsn>), Ended> {
         let identity = &self.options.identity;
-        let mut session = match self.ports.connector.open().await {
+        // The state is read before the session opens, because the stream's start position is fixed
+        // when it does; it is only trusted once the lock is held and reconciliation agrees.
+        let recorded = match self.ports.state.load(identity).await {
+            Ok(recorded) => recorded,
+            Err(error) => return Err(error.into()),
+        };
+        let files = match self.files.read().await {
+            Ok(files) => files,
+            Err(error) => {
+                return Err(Ended::Failed {
+                    error,
+                    ran_well: false,
+                });
+            }
+        };
+        let resume_after = match &files {
+            FilesState::Present { offset, .. } => {
+                offset.or(recorded.as_ref().and_then(|r| r.log_position))
+            }
+            FilesState::Empty | FilesState::Corrupt(_) => None,
+        };
+        let mut session = match self.ports.connector.open(resume_after).await {
             Ok(session) => session,
             Err(error) => return Err(error.into()),
         };
@@ -194,19 +217,6 @@ impl CaptureRunner {
         let slot = match session.slot().await {
             Ok(slot) => slot,
             Err(error) => return Err(error.into()),
-        };
-        let recorded = match self.ports.state.load(identity).await {
-            Ok(recorded) => recorded,
-            Err(error) => return Err(error.into()),
-        };
-        let files = match self.files.read().await {
-            Ok(files) => files,
-            Err(error) => {
-                return Err(Ended::Failed {
-                    error,
-                    ran_well: false,
-                });
-            }
         };
         let scope = &self.options.scope;
         let from = match reconcile(recorded.as_ref(), &files, scope, slot.is_some()) {

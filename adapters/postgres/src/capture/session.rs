@@ -64,8 +64,9 @@ impl PgCaptureConnector {
         Ok(Self { connection })
     }
 
-    fn config(&self) -> Result<ReplicationConfig, CaptureError> {
+    fn config(&self, resume_after: Option<Lsn>) -> Result<ReplicationConfig, CaptureError> {
         let c = &self.connection;
+        let start = pgwire_replication::Lsn::from_u64(resume_after.map_or(0, |p| p.0));
         Ok(ReplicationConfig::new(
             c.host.clone(),
             c.username.clone(),
@@ -75,6 +76,7 @@ impl PgCaptureConnector {
             c.publication.clone(),
         )
         .with_port(c.port)
+        .with_start_lsn(start)
         .with_tls(tls(&c.params, &c.host)?)
         .with_status_interval(STATUS_INTERVAL)
         .with_buffer_size(BUFFERED_EVENTS)
@@ -154,8 +156,11 @@ fn client_error(error: PgWireError, connection: &CaptureConnection) -> CaptureEr
 
 #[async_trait]
 impl CaptureConnector for PgCaptureConnector {
-    async fn open(&self) -> Result<Box<dyn CaptureSession>, CaptureError> {
-        let client = ReplicationClient::connect_gated(self.config()?)
+    async fn open(
+        &self,
+        resume_after: Option<Lsn>,
+    ) -> Result<Box<dyn CaptureSession>, CaptureError> {
+        let client = ReplicationClient::connect_gated(self.config(resume_after)?)
             .await
             .map_err(|e| client_error(e, &self.connection))?;
         Ok(Box::new(PgCaptureSession {

@@ -1,0 +1,795 @@
+//! PostgreSQL logical capture end to end: the real binary, the real server's replication protocol,
+//! real HTTP receivers. Every test runs with a poll interval of a minute, so a delivery within a
+//! second or two can only come from capture (or from a deadline the dispatcher computed).
+//!
+//! Each test has its own database and its own slot (slots are per server); the slot is dropped
+//! before the database, since a slot keeps its database from being dropped.
+
+use queuebox_tests::database::TestDatabase;
+use queuebox_tests::free_port;
+use queuebox_tests::process::{Launch, QueueBox};
+use queuebox_tests::receiver::{Policy, Receiver};
+use queuebox_tests::{sample, wait_until};
+use sqlx::{Connection, PgConnection, PgPool};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+use uuid::Uuid;
+
+const START: Duration = Duration::from_secs(30);
+/// How long a woken delivery may take: far below the minute-long poll interval.
+const WOKEN: Duration = Duration::from_secs(3);
+/// The capture account `scripts/services.sh` creates (REPLICATION, nothing else).
+fn capture_account() -> (String, String) {
+    let account = std::env::var("QB_TEST_PG_CAPTURE_ACCOUNT").unwrap_or_else(|_| {
+        panic!(
+            "QB_TEST_PG_CAPTURE_ACCOUNT is not set: start the services first with \
+             `eval \"$(bash scripts/services.sh)\"`"
+        )
+    });
+    let (user, password) = account
+        .split_once(':')
+        .expect("QB_TEST_PG_CAPTURE_ACCOUNT is user:password");
+    (user.to_owned(), password.to_owned())
+}
+
+/// A database with the schema and the publication, a slot name, a state directory and a receiver.
+struct World {
+    db: TestDatabase,
+    sql: PgPool,
+    slot: String,
+    state: tempfile::TempDir,
+    receiver: Receiver,
+}
+
+/// What one QueueBox process of a test varies.
+struct Replica<'a> {
+    /// `enabled` of `outbox.capture`; `None` runs in polling mode.
+    capture: Option<bool>,
+    poll_ms: u64,
+    reconciliation_ms: u64,
+    retry_base_delay_ms: u64,
+    /// The capture account; `None` takes the database account (which has no REPLICATION).
+    capture_account: bool,
+    publication: &'a str,
+    state_dir: Option<&'a Path>,
+}
+
+impl Default for Replica<'_> {
+    fn default() -> Self {
+        Self {
+            capture: Some(true),
+            poll_ms: 60_000,
+            reconciliation_ms: 60_000,
+            retry_base_delay_ms: 60_000,
+            capture_account: true,
+            publication: "queuebox_outbox",
+            state_dir: None,
+        }
+    }
+}
+
+/// A running replica and its data port.
+struct Running {
+    qb: QueueBox,
+    port: u16,
+}
+
+impl World {
+    /// A fresh database migrated by `queuebox migrate`, with `publication_sql` run after it.
+    async fn create(publication_sql: &str) -> Self {
+        let db = TestDatabase::create().await;
+        let receiver = Receiver::start(Policy::status(200)).await;
+        let world_without_sql = |sql| Self {
+            slot: format!("qb_{}", Uuid::new_v4().simple()),
+            state: tempfile::tempdir().expect("state directory"),
+            sql,
+            db,
+            receiver,
+        };
+        let sql = PgPool::connect_lazy("postgres://unused@127.0.0.1/unused").expect("lazy pool");
+        let mut world = world_without_sql(sql);
+        let launch = Launch::with_config(&world.yaml(&Replica::default(), free_port()));
+        let (status, _, stderr) = launch.run(&["migrate"], START).await;
+        assert!(status.success(), "migrate failed: {stderr}");
+        world.sql = sqlx::postgres::PgPoolOptions::new()
+            .max_connections(3)
+            .connect(&world.db.url)
+            .await
+            .expect("connect to the test database");
+        if !publication_sql.is_empty() {
+            world.db.execute(publication_sql).await;
+        }
+        world
+    }
+
+    /// The usual publication: inserts of the outbox table only.
+    async fn standard() -> Self {
+        Self::create(
+            "CREATE PUBLICATION queuebox_outbox FOR TABLE outbox WITH (publish = 'insert')",
+        )
+        .await
+    }
+
+    fn state_dir(&self) -> PathBuf {
+        self.state.path().join("capture")
+    }
+
+    fn yaml(&self, replica: &Replica<'_>, port: u16) -> String {
+        let (user, password) = capture_account();
+        let capture = match replica.capture {
+            None => "  capture:\n    mode: polling\n".to_owned(),
+            Some(enabled) => format!(
+                "  capture:\n    mode: postgres-logical\n    enabled: {enabled}\n    stateDirectory: {dir}\n\
+                 \x20   slot: {slot}\n    publication: {publication}\n    reconciliationIntervalMs: {reconciliation}\n{account}",
+                dir = replica
+                    .state_dir
+                    .map_or_else(|| self.state_dir(), Path::to_path_buf)
+                    .display(),
+                slot = self.slot,
+                publication = replica.publication,
+                reconciliation = replica.reconciliation_ms,
+                account = if replica.capture_account {
+                    format!("    connection:\n      username: {user}\n      password: {password}\n")
+                } else {
+                    String::new()
+                },
+            ),
+        };
+        format!(
+            "server:\n  httpPort: {port}\n\
+             database:\n  url: {url}\n  username: {dbuser}\n  password: {dbpassword}\n  startupTimeoutMs: 10000\n\
+             outbox:\n  pollIntervalMs: {poll}\n  retryBaseDelayMs: {retry}\n{capture}\
+             destinations:\n  hook:\n    type: http\n    baseUrl: {base}\n    path: /events\n    timeoutMs: 2000\n\
+             routes:\n  - topicPattern: \"**\"\n    destination: hook\n",
+            url = self.db.jdbc_url(),
+            dbuser = self.db.user,
+            dbpassword = self.db.password,
+            poll = replica.poll_ms,
+            retry = replica.retry_base_delay_ms,
+            base = self.receiver.url(),
+        )
+    }
+
+    async fn start(&self, replica: &Replica<'_>) -> Running {
+        let port = free_port();
+        let mut qb = Launch::with_config(&self.yaml(replica, port)).spawn(&[]);
+        qb.wait_live(port, START).await;
+        Running { qb, port }
+    }
+
+    /// Starts the owner and waits until capture streams.
+    async fn start_streaming(&self, replica: &Replica<'_>) -> Running {
+        let running = self.start(replica).await;
+        running.qb.wait_for_log("capture streaming", START).await;
+        running
+    }
+
+    /// Inserts `n` due rows in one transaction; returns their ids.
+    async fn insert(&self, n: usize, delay_ms: i64) -> Vec<Uuid> {
+        sqlx::query_scalar(
+            "INSERT INTO outbox (topic, payload, scheduled_at) \
+             SELECT 'capture.test', jsonb_build_object('n', i), now() + $2 * interval '1 millisecond' \
+             FROM generate_series(1, $1) AS i RETURNING id",
+        )
+        .bind(n as i32)
+        .bind(delay_ms)
+        .fetch_all(&self.sql)
+        .await
+        .expect("insert outbox rows")
+    }
+
+    async fn sent(&self) -> i64 {
+        sqlx::query_scalar("SELECT count(*) FROM outbox WHERE state = 'sent'")
+            .fetch_one(&self.sql)
+            .await
+            .expect("count sent rows")
+    }
+
+    /// The slot's confirmed position as a number of bytes, `None` without the slot.
+    async fn confirmed(&self) -> Option<i64> {
+        sqlx::query_scalar(
+            "SELECT (confirmed_flush_lsn - '0/0'::pg_lsn)::bigint FROM pg_replication_slots WHERE slot_name = $1",
+        )
+        .bind(&self.slot)
+        .fetch_optional(&self.sql)
+        .await
+        .expect("read the slot")
+        .flatten()
+    }
+
+    async fn current_wal(&self) -> i64 {
+        sqlx::query_scalar("SELECT (pg_current_wal_lsn() - '0/0'::pg_lsn)::bigint")
+            .fetch_one(&self.sql)
+            .await
+            .expect("read the log position")
+    }
+
+    /// A plain connection to the test database as the capture account.
+    async fn connect_as_capture(&self) -> PgConnection {
+        let (user, password) = capture_account();
+        let url = format!(
+            "postgres://{user}:{password}@{}/{}",
+            self.db.host_port, self.db.name
+        );
+        PgConnection::connect(&url)
+            .await
+            .expect("connect as the capture account")
+    }
+
+    /// Drops the slot as the capture account (a logical slot is dropped from its own database).
+    async fn drop_slot(&self) {
+        let mut connection = self.connect_as_capture().await;
+        // The walsender of a stopped QueueBox may take a moment to end.
+        let started = Instant::now();
+        loop {
+            let _ = sqlx::query(
+                "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1 AND NOT active",
+            )
+            .bind(&self.slot)
+            .execute(&mut connection)
+            .await;
+            let left: i64 = sqlx::query_scalar(
+                "SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1",
+            )
+            .bind(&self.slot)
+            .fetch_one(&mut connection)
+            .await
+            .expect("count slots");
+            if left == 0 {
+                break;
+            }
+            assert!(
+                started.elapsed() < START,
+                "slot {} stayed active",
+                self.slot
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let _ = connection.close().await;
+    }
+
+    async fn finish(self) {
+        self.drop_slot().await;
+        self.sql.close().await;
+        self.db.drop_database().await;
+    }
+}
+
+impl Running {
+    async fn metrics(&self) -> String {
+        queuebox_tests::http()
+            .get(format!("http://127.0.0.1:{}/metrics", self.port))
+            .send()
+            .await
+            .expect("GET /metrics")
+            .text()
+            .await
+            .expect("metrics body")
+    }
+
+    async fn ready(&self) -> (u16, serde_json::Value) {
+        let response = queuebox_tests::http()
+            .get(format!("http://127.0.0.1:{}/health/ready", self.port))
+            .send()
+            .await
+            .expect("GET /health/ready");
+        let status = response.status().as_u16();
+        (status, response.json().await.expect("health body"))
+    }
+
+    /// Waits until `outbox-capture` is down with an error containing `text`, and checks that the
+    /// instance stays ready (the component is advisory).
+    async fn wait_capture_down(&self, text: &str) -> String {
+        let error = wait_until(
+            &format!("outbox-capture down with {text:?}"),
+            START,
+            || async {
+                let (_, body) = self.ready().await;
+                let component = &body["components"]["outbox-capture"];
+                let error = component["error"].as_str().unwrap_or_default().to_owned();
+                (component["status"] == "down" && error.contains(text)).then_some(error)
+            },
+        )
+        .await;
+        let (status, body) = self.ready().await;
+        assert_eq!(
+            status, 200,
+            "a capture fault made the instance unready: {body}"
+        );
+        error
+    }
+
+    async fn stop(mut self) {
+        self.qb.terminate();
+        let status = self.qb.wait_exit(Duration::from_secs(30)).await;
+        assert!(status.success(), "exit {status}; log:\n{}", self.qb.log());
+    }
+}
+
+fn log_count(qb: &QueueBox, text: &str) -> usize {
+    queuebox_tests::without_colours(&qb.log())
+        .matches(text)
+        .count()
+}
+
+#[tokio::test]
+async fn a_commit_wakes_delivery_although_the_poll_interval_is_a_minute() {
+    let world = World::standard().await;
+    let owner = world.start_streaming(&Replica::default()).await;
+    let (status, body) = owner.ready().await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        body["components"]["outbox-capture"]["status"], "up",
+        "{body}"
+    );
+
+    for round in 1..=3 {
+        let inserted = Instant::now();
+        world.insert(1, 0).await;
+        world.receiver.wait_for(round, WOKEN).await;
+        assert!(
+            inserted.elapsed() < WOKEN,
+            "round {round} took {:?}",
+            inserted.elapsed()
+        );
+    }
+    let metrics = owner.metrics().await;
+    assert_eq!(
+        sample(&metrics, "queuebox_capture_changes_total{kind=\"insert\"}"),
+        3.0
+    );
+    assert_eq!(
+        sample(&metrics, "queuebox_capture_status{status=\"streaming\"}"),
+        1.0
+    );
+    assert!(sample(&metrics, "queuebox_capture_wakes_total{origin=\"log\"}") >= 3.0);
+
+    // The state the start created: the files, the row, and the slot it tied them to.
+    let identity = std::fs::read_to_string(world.state_dir().join("identity")).expect("identity");
+    let instance = identity
+        .lines()
+        .find_map(|l| l.strip_prefix("instance="))
+        .expect("instance line")
+        .to_owned();
+    let (row_instance, fingerprint, owner_host): (String, String, String) = sqlx::query_as(
+        "SELECT instance_id::text, settings_fingerprint, owner_host FROM queuebox_capture_state WHERE identity_name = 'queuebox'",
+    )
+    .fetch_one(&world.sql)
+    .await
+    .expect("the capture state row");
+    assert_eq!(row_instance, instance);
+    assert_eq!(fingerprint.len(), 64);
+    assert!(owner_host.contains("pid"), "{owner_host}");
+    assert!(
+        world.confirmed().await.is_some(),
+        "the slot was not created"
+    );
+    owner.stop().await;
+    world.finish().await;
+}
+
+#[tokio::test]
+async fn updates_deletes_and_queuebox_own_writes_do_not_wake() {
+    // A publication of every change, so updates and deletes reach capture and must be ignored.
+    let world = World::create("CREATE PUBLICATION queuebox_outbox FOR TABLE outbox").await;
+    let owner = world.start_streaming(&Replica::default()).await;
+    world.insert(3, 0).await;
+    world.receiver.wait_for(3, WOKEN).await;
+    // QueueBox's own writes (claim, sent) arrive as updates: wait until capture has read them.
+    wait_until(
+        "the claim and sent updates read as ignored",
+        START,
+        || async {
+            let ignored = sample(
+                &owner.metrics().await,
+                "queuebox_capture_changes_total{kind=\"ignored\"}",
+            );
+            (ignored >= 6.0).then_some(())
+        },
+    )
+    .await;
+    let wakes_before = sample(
+        &owner.metrics().await,
+        "queuebox_capture_wakes_total{origin=\"log\"}",
+    );
+    assert_eq!(
+        wakes_before, 1.0,
+        "one transaction of three inserts is one wake-up"
+    );
+    world
+        .db
+        .execute("UPDATE outbox SET headers = '{\"x\":\"y\"}'::jsonb; DELETE FROM outbox;")
+        .await;
+    wait_until(
+        "the application's update and delete read",
+        START,
+        || async {
+            let ignored = sample(
+                &owner.metrics().await,
+                "queuebox_capture_changes_total{kind=\"ignored\"}",
+            );
+            (ignored >= 12.0).then_some(())
+        },
+    )
+    .await;
+    let metrics = owner.metrics().await;
+    assert_eq!(
+        sample(&metrics, "queuebox_capture_wakes_total{origin=\"log\"}"),
+        wakes_before,
+        "an update or delete woke delivery"
+    );
+    assert_eq!(
+        sample(&metrics, "queuebox_capture_changes_total{kind=\"insert\"}"),
+        3.0
+    );
+    owner.stop().await;
+    world.finish().await;
+}
+
+#[tokio::test]
+async fn retries_and_future_rows_are_claimed_when_due_without_an_insert() {
+    let world = World::standard().await;
+    world.receiver.set_policy(Policy::sequence(&[500], 200));
+    let owner = world
+        .start_streaming(&Replica {
+            retry_base_delay_ms: 300,
+            ..Replica::default()
+        })
+        .await;
+    // The first answer fails; the retry falls due within about a second and nothing inserts.
+    let started = Instant::now();
+    world.insert(1, 0).await;
+    world.receiver.wait_for(2, Duration::from_secs(8)).await;
+    assert!(started.elapsed() < Duration::from_secs(8));
+    // A row written for later is delivered when due, not at the next reconciliation pass.
+    let started = Instant::now();
+    world.insert(1, 1_500).await;
+    let requests = world.receiver.wait_for(3, Duration::from_secs(8)).await;
+    let took = started.elapsed();
+    assert!(
+        took >= Duration::from_millis(1_400),
+        "delivered before it was due: {took:?}"
+    );
+    assert!(requests[2].succeeded());
+    owner.stop().await;
+    world.finish().await;
+}
+
+#[tokio::test]
+async fn the_position_survives_a_restart_without_waking_for_old_log() {
+    let world = World::standard().await;
+    let owner = world.start_streaming(&Replica::default()).await;
+    world.insert(5, 0).await;
+    world.insert(5, 0).await;
+    world.receiver.wait_for(10, WOKEN).await;
+    owner.stop().await;
+    let offsets = std::fs::read_to_string(world.state_dir().join("offsets.dat")).expect("offsets");
+    assert!(
+        offsets.trim().contains('/'),
+        "offsets.dat holds {offsets:?}"
+    );
+    let confirmed = world.confirmed().await.expect("the slot remains");
+
+    let owner = world.start_streaming(&Replica::default()).await;
+    assert_eq!(log_count(&owner.qb, "replication slot created"), 0);
+    assert_eq!(log_count(&owner.qb, "capture state created"), 0);
+    world.insert(1, 0).await;
+    world.receiver.wait_for(11, WOKEN).await;
+    // Only the new insert was read: the ten before the restart were not streamed again.
+    assert_eq!(
+        sample(
+            &owner.metrics().await,
+            "queuebox_capture_changes_total{kind=\"insert\"}"
+        ),
+        1.0
+    );
+    assert!(world.confirmed().await.expect("slot") >= confirmed);
+    assert_eq!(world.receiver.count(), 11, "a row was delivered twice");
+    owner.stop().await;
+    world.finish().await;
+}
+
+#[tokio::test]
+async fn a_second_owner_is_refused_and_keeps_delivering_through_sql() {
+    let world = World::standard().await;
+    let owner = world.start_streaming(&Replica::default()).await;
+    let other_state = tempfile::tempdir().expect("state directory");
+    let second = world
+        .start(&Replica {
+            poll_ms: 100,
+            reconciliation_ms: 100,
+            state_dir: Some(other_state.path()),
+            ..Replica::default()
+        })
+        .await;
+    let error = second.wait_capture_down("already has an owner").await;
+    assert!(error.contains("queuebox"), "{error}");
+    // The refused replica did not touch its state directory.
+    assert!(!other_state.path().join("identity").exists());
+    // Stop the owner: the second replica still delivers, through SQL.
+    owner.stop().await;
+    world.insert(2, 0).await;
+    world.receiver.wait_for(2, Duration::from_secs(10)).await;
+    second.stop().await;
+    world.finish().await;
+}
+
+#[tokio::test]
+async fn a_replica_that_follows_the_owner_is_woken_by_its_notices() {
+    let world = World::standard().await;
+    let owner = world.start_streaming(&Replica::default()).await;
+    let follower = world
+        .start(&Replica {
+            capture: Some(false),
+            ..Replica::default()
+        })
+        .await;
+    // The follower runs no capture of its own: no state, no outbox-capture component.
+    let (_, body) = follower.ready().await;
+    assert!(body["components"].get("outbox-capture").is_none(), "{body}");
+    // Its subscription is up once a notice reaches it; keep inserting until one does.
+    let mut inserted = 0;
+    wait_until("a notice to reach the follower", START, || {
+        inserted += 1;
+        async {
+            world.insert(1, 0).await;
+            let peer = sample(
+                &follower.metrics().await,
+                "queuebox_capture_wakes_total{origin=\"peer\"}",
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            (peer >= 1.0).then_some(())
+        }
+    })
+    .await;
+    let before = sample(
+        &follower.metrics().await,
+        "queuebox_capture_wakes_total{origin=\"peer\"}",
+    );
+    for _ in 0..5 {
+        world.insert(1, 0).await;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    wait_until("five more notices at the follower", WOKEN, || async {
+        let peer = sample(
+            &follower.metrics().await,
+            "queuebox_capture_wakes_total{origin=\"peer\"}",
+        );
+        (peer >= before + 5.0).then_some(())
+    })
+    .await;
+    let total = inserted + 5;
+    world.receiver.wait_for(total, WOKEN).await;
+    assert_eq!(world.sent().await, total as i64);
+    owner.stop().await;
+    follower.stop().await;
+    world.finish().await;
+}
+
+#[tokio::test]
+async fn each_reconciliation_fault_stops_capture_and_delivery_goes_on() {
+    let world = World::standard().await;
+    let polling = Replica {
+        reconciliation_ms: 200,
+        ..Replica::default()
+    };
+    let owner = world.start_streaming(&polling).await;
+    owner.stop().await;
+    let state = world.state_dir();
+    let mut delivered = 0;
+
+    // 1. The volume is empty while the database says capture ran.
+    let saved = world.state.path().join("saved");
+    std::fs::rename(&state, &saved).expect("move the state away");
+    let running = world.start(&polling).await;
+    running.wait_capture_down("missing or empty").await;
+    world.insert(1, 0).await;
+    delivered += 1;
+    world.receiver.wait_for(delivered, WOKEN).await;
+    running.stop().await;
+    std::fs::rename(&saved, &state).expect("restore the state");
+
+    // 2. The files belong to another instance.
+    let identity_path = state.join("identity");
+    let identity = std::fs::read_to_string(&identity_path).expect("identity");
+    let forged = identity
+        .lines()
+        .map(|line| {
+            if line.starts_with("instance=") {
+                format!("instance={}", Uuid::new_v4())
+            } else {
+                line.to_owned()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    std::fs::write(&identity_path, forged).expect("forge the identity");
+    let running = world.start(&polling).await;
+    running.wait_capture_down("another instance").await;
+    running.stop().await;
+    std::fs::write(&identity_path, &identity).expect("restore the identity");
+
+    // 3. The settings changed: another publication, named with its old and new value.
+    world
+        .db
+        .execute("CREATE PUBLICATION other_pub FOR TABLE outbox WITH (publish = 'insert')")
+        .await;
+    let running = world
+        .start(&Replica {
+            publication: "other_pub",
+            ..polling
+        })
+        .await;
+    let error = running.wait_capture_down("settings changed").await;
+    assert!(
+        error.contains("publication: queuebox_outbox -> other_pub"),
+        "{error}"
+    );
+    world.insert(1, 0).await;
+    delivered += 1;
+    world.receiver.wait_for(delivered, WOKEN).await;
+    running.stop().await;
+
+    // 4. The slot is gone while the state remains.
+    world.drop_slot().await;
+    let running = world.start(&polling).await;
+    let error = running.wait_capture_down("is gone").await;
+    assert!(error.contains(&world.slot), "{error}");
+    assert!(error.contains("docs/capture.md"), "{error}");
+    // A fault that needs a decision is not retried.
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    assert_eq!(log_count(&running.qb, "capture stopped;"), 1);
+    assert_eq!(world.confirmed().await, None, "a new slot was created");
+    running.stop().await;
+
+    // The documented reset: delete the row and the files, then start clean.
+    world
+        .db
+        .execute("DELETE FROM queuebox_capture_state WHERE identity_name = 'queuebox'")
+        .await;
+    std::fs::remove_dir_all(&state).expect("delete the state files");
+    let running = world.start_streaming(&polling).await;
+    world.insert(1, 0).await;
+    delivered += 1;
+    world.receiver.wait_for(delivered, WOKEN).await;
+    running.stop().await;
+    world.finish().await;
+}
+
+#[tokio::test]
+async fn start_checks_name_what_to_fix_and_delivery_goes_on() {
+    // No publication at all.
+    let world = World::create("").await;
+    let polling = Replica {
+        reconciliation_ms: 200,
+        ..Replica::default()
+    };
+    let running = world.start(&polling).await;
+    let error = running.wait_capture_down("CREATE PUBLICATION").await;
+    assert!(error.contains("does not exist"), "{error}");
+    world.insert(1, 0).await;
+    world.receiver.wait_for(1, WOKEN).await;
+    // The publication appears: the next attempt (backoff of a few seconds) streams.
+    world
+        .db
+        .execute("CREATE PUBLICATION queuebox_outbox FOR TABLE inbox")
+        .await;
+    running
+        .wait_capture_down("does not cover the outbox table")
+        .await;
+    world
+        .db
+        .execute("ALTER PUBLICATION queuebox_outbox SET TABLE outbox")
+        .await;
+    // The backoff has grown to several seconds by now.
+    running
+        .qb
+        .wait_for_log("capture streaming", Duration::from_secs(60))
+        .await;
+    running.stop().await;
+
+    // An account without the REPLICATION attribute (the database account of the tests).
+    let running = world
+        .start(&Replica {
+            capture_account: false,
+            ..polling
+        })
+        .await;
+    let error = running.wait_capture_down("REPLICATION").await;
+    assert!(error.contains(&world.db.user), "{error}");
+    world.insert(1, 0).await;
+    world.receiver.wait_for(2, WOKEN).await;
+    running.stop().await;
+    world.finish().await;
+}
+
+#[tokio::test]
+async fn a_dropped_capture_connection_loses_nothing_and_delivery_never_stops() {
+    let world = World::standard().await;
+    let owner = world
+        .start_streaming(&Replica {
+            reconciliation_ms: 500,
+            ..Replica::default()
+        })
+        .await;
+    let writer = {
+        let sql = world.sql.clone();
+        tokio::spawn(async move {
+            for _ in 0..60 {
+                sqlx::query(
+                    "INSERT INTO outbox (topic, payload) SELECT 'capture.test', '{}'::jsonb FROM generate_series(1, 5)",
+                )
+                .execute(&sql)
+                .await
+                .expect("insert while capture breaks");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        })
+    };
+    for round in 1..=2 {
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        // Only the walsender's own role (or a superuser) may end it.
+        let mut capture = world.connect_as_capture().await;
+        let ended: Vec<bool> = sqlx::query_scalar(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_replication WHERE application_name = 'queuebox-capture'",
+        )
+        .fetch_all(&mut capture)
+        .await
+        .expect("terminate the walsender");
+        let _ = capture.close().await;
+        assert_eq!(ended, vec![true], "round {round}: no walsender to end");
+        // Capture comes back by itself (backoff of one to two seconds).
+        wait_until("capture to stream again", START, || async {
+            (log_count(&owner.qb, "capture streaming") > round).then_some(())
+        })
+        .await;
+    }
+    writer.await.expect("the writer");
+    world.receiver.wait_for(300, Duration::from_secs(15)).await;
+    assert_eq!(world.sent().await, 300);
+    let ids: std::collections::HashSet<String> = world
+        .receiver
+        .requests()
+        .iter()
+        .filter_map(|r| r.header("x-message-id").map(str::to_owned))
+        .collect();
+    assert_eq!(ids.len(), 300, "every row arrived");
+    assert!(log_count(&owner.qb, "capture failed") >= 2);
+    owner.stop().await;
+    world.finish().await;
+}
+
+#[tokio::test]
+async fn the_slot_confirmed_position_advances_under_load() {
+    let world = World::standard().await;
+    let owner = world.start_streaming(&Replica::default()).await;
+    let start = world.confirmed().await.expect("slot");
+    for _ in 0..20 {
+        world.insert(50, 0).await;
+    }
+    let end_of_writes = world.current_wal().await;
+    world
+        .receiver
+        .wait_for(1_000, Duration::from_secs(30))
+        .await;
+    // The owner confirms what it handled, so the slot releases the log behind it.
+    wait_until(
+        "the slot to confirm past the last insert",
+        START,
+        || async {
+            let confirmed = world.confirmed().await.unwrap_or(0);
+            (confirmed >= end_of_writes).then_some(())
+        },
+    )
+    .await;
+    assert!(world.confirmed().await.expect("slot") > start);
+    wait_until("the lag gauge", START, || async {
+        let metrics = owner.metrics().await;
+        metrics
+            .contains("queuebox_capture_lag_bytes ")
+            .then_some(())
+    })
+    .await;
+    owner.stop().await;
+    world.finish().await;
+}
