@@ -80,6 +80,7 @@ macro_rules! store_conformance_suite {
             outbox_a_retry_holds_its_key_and_dead_releases_it,
             outbox_rows_without_a_key_null_or_empty_are_unordered,
             outbox_pending_stats_count_pending_rows_and_age_the_oldest,
+            outbox_next_deadline_is_the_earliest_future_retry,
             relay_claims_one_row_per_aggregate_and_push_rows_only,
             relay_fenced_forward_writes_the_outbox_row_and_marks_the_inbox_row_processed,
             relay_a_lost_fence_writes_nothing,

@@ -728,10 +728,12 @@ async fn a_dropped_capture_connection_loses_nothing_and_delivery_never_stops() {
     };
     for round in 1..=2 {
         tokio::time::sleep(Duration::from_millis(700)).await;
-        // Only the walsender's own role (or a superuser) may end it.
+        // Only the walsender's own role (or a superuser) may end it; other tests' walsenders of
+        // that role run on the same server, so the database picks this test's.
         let mut capture = world.connect_as_capture().await;
         let ended: Vec<bool> = sqlx::query_scalar(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_replication WHERE application_name = 'queuebox-capture'",
+            "SELECT pg_terminate_backend(r.pid) FROM pg_stat_replication r JOIN pg_stat_activity a USING (pid) \
+             WHERE r.application_name = 'queuebox-capture' AND a.datname = current_database()",
         )
         .fetch_all(&mut capture)
         .await
@@ -791,5 +793,56 @@ async fn the_slot_confirmed_position_advances_under_load() {
     })
     .await;
     owner.stop().await;
+    world.finish().await;
+}
+
+#[tokio::test]
+async fn a_killed_owner_loses_nothing_and_its_restart_streams_again() {
+    let world = World::standard().await;
+    let replica = Replica {
+        reconciliation_ms: 500,
+        ..Replica::default()
+    };
+    // A short lease, so the rows the killed process held come back soon.
+    let short_lease = |yaml: String| {
+        yaml.replace(
+            "  pollIntervalMs:",
+            "  claimTimeoutMs: 2000\n  pollIntervalMs:",
+        )
+    };
+    let port = free_port();
+    let mut qb = Launch::with_config(&short_lease(world.yaml(&replica, port))).spawn(&[]);
+    qb.wait_live(port, START).await;
+    qb.wait_for_log("capture streaming", START).await;
+    world.insert(50, 0).await;
+    world.receiver.wait_for(1, WOKEN).await;
+    qb.kill9();
+    let _ = qb.wait_exit(START).await;
+    world.insert(50, 0).await;
+
+    let port = free_port();
+    let mut qb = Launch::with_config(&short_lease(world.yaml(&replica, port))).spawn(&[]);
+    qb.wait_live(port, START).await;
+    // The killed session's lock went with its connection: the restart owns the identity again.
+    qb.wait_for_log("capture streaming", START).await;
+    assert_eq!(log_count(&qb, "already has an owner"), 0);
+    wait_until("every row sent", START, || async {
+        (world.sent().await == 100).then_some(())
+    })
+    .await;
+    let ids: std::collections::HashSet<String> = world
+        .receiver
+        .requests()
+        .iter()
+        .filter(|r| r.succeeded())
+        .filter_map(|r| r.header("x-message-id").map(str::to_owned))
+        .collect();
+    assert_eq!(ids.len(), 100, "every row arrived");
+    world.insert(1, 0).await;
+    wait_until("a new row woken after the restart", WOKEN, || async {
+        (world.sent().await == 101).then_some(())
+    })
+    .await;
+    Running { qb, port }.stop().await;
     world.finish().await;
 }

@@ -10,6 +10,9 @@ mod health;
 mod runner;
 mod wake;
 
+#[cfg(test)]
+mod tests;
+
 pub use files::StateFiles;
 pub use follower::follow_wakes;
 pub use runner::{CaptureOptions, CaptureRunner};

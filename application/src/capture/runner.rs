@@ -49,6 +49,12 @@ enum Ended {
     Stopping,
     /// A fault an operator must resolve; no retry.
     NeedsDecision(String),
+    /// Another process owns the identity: reported as stopped, and the lock is tried again every
+    /// thirty seconds. Taking it over later is safe, because the state files of this replica
+    /// then go through the same reconciliation (a replica without the owner's files stops
+    /// there); and a restart that meets its own crashed session's lock, which the server has not
+    /// yet seen end, gets capture back without an operator.
+    OwnedElsewhere(String),
     /// A failure worth retrying; `ran_well` when the stream had been healthy a while.
     Failed { error: String, ran_well: bool },
 }
@@ -103,14 +109,15 @@ impl CaptureRunner {
             Arc::clone(&self.announce),
         ));
         let mut backoff = FIRST_BACKOFF;
-        let mut first = true;
+        // Whether this process held the owner lock before: a refusal then is most likely its own
+        // previous session, which the server has not seen end yet.
+        let mut held_before = false;
         loop {
             // Every attempt wakes delivery: rows committed while capture was down are claimed now,
             // not at the next reconciliation pass.
             self.wake.wake();
             self.metrics.start_wakes.increment(1);
-            let ended = self.attempt(first, &mut stop).await;
-            first = false;
+            let ended = self.attempt(&mut held_before, &mut stop).await;
             match ended {
                 Ended::Stopping => break,
                 Ended::NeedsDecision(reason) => {
@@ -122,6 +129,14 @@ impl CaptureRunner {
                     self.health.stopped(reason);
                     stop.stopped().await;
                     break;
+                }
+                Ended::OwnedElsewhere(reason) => {
+                    tracing::warn!(identity = %self.options.identity, %reason, "capture not started");
+                    self.health.stopped(reason);
+                    tokio::select! {
+                        _ = tokio::time::sleep(MAX_BACKOFF) => {}
+                        _ = stop.stopped() => break,
+                    }
                 }
                 Ended::Failed { error, ran_well } => {
                     if ran_well {
@@ -148,9 +163,9 @@ impl CaptureRunner {
 
     /// One attempt: connect, check, reconcile, then stream until the stream breaks or `stop`
     /// fires.
-    async fn attempt(&self, first: bool, stop: &mut StopSignal) -> Ended {
+    async fn attempt(&self, held_before: &mut bool, stop: &mut StopSignal) -> Ended {
         let (stream, from) = tokio::select! {
-            started = self.start(first) => match started {
+            started = self.start(held_before) => match started {
                 Ok(started) => started,
                 Err(ended) => return ended,
             },
@@ -167,7 +182,10 @@ impl CaptureRunner {
 
     /// Connects, takes the lock, checks the database and reconciles the state; returns the stream
     /// and the position it reads after.
-    async fn start(&self, first: bool) -> Result<(Box<dyn ChangeStream>, Option<Lsn>), Ended> {
+    async fn start(
+        &self,
+        held_before: &mut bool,
+    ) -> Result<(Box<dyn ChangeStream>, Option<Lsn>), Ended> {
         let identity = &self.options.identity;
         // The state is read before the session opens, because the stream's start position is fixed
         // when it does; it is only trusted once the lock is held and reconciliation agrees.
@@ -195,14 +213,12 @@ impl CaptureRunner {
             Err(error) => return Err(error.into()),
         };
         match session.claim_ownership().await {
-            Ok(true) => {}
-            Ok(false) if first => {
-                return Err(Ended::NeedsDecision(format!(
-                    "capture identity {identity} already has an owner: another process holds its lock. This replica keeps delivering through SQL; set outbox.capture.enabled: false on every replica but one"
+            Ok(true) => *held_before = true,
+            Ok(false) if !*held_before => {
+                return Err(Ended::OwnedElsewhere(format!(
+                    "capture identity {identity} already has an owner: another process holds its lock. This replica keeps delivering through SQL (and tries the lock again every 30 s); set outbox.capture.enabled: false on every replica but one"
                 )));
             }
-            // A later attempt can meet the lock of this process's own previous session, which
-            // the server has not yet seen die.
             Ok(false) => {
                 return Err(Ended::Failed {
                     error: format!("the owner lock of capture identity {identity} is still held"),

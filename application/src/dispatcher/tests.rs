@@ -695,3 +695,70 @@ fn the_route_key_is_rendered_over_the_message_payload_with_the_route_default() {
         (None, "")
     );
 }
+
+/// A store that finds nothing, counts its claims and gives `deadline` as the next due time.
+fn counting_store(
+    claims: Arc<std::sync::atomic::AtomicUsize>,
+    deadline: Option<Duration>,
+) -> MockStore {
+    let mut store = MockStore::new();
+    store.expect_claim().returning(move |_| {
+        claims.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Ok(Default::default())
+    });
+    store.expect_reclaim_expired().returning(|| Ok(0));
+    store
+        .expect_pending_stats()
+        .returning(|| Ok(PendingStats::default()));
+    store.expect_next_deadline().returning(move || Ok(deadline));
+    store
+}
+
+#[tokio::test]
+async fn with_capture_an_idle_dispatcher_claims_on_a_wake_not_on_the_poll_interval() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let claims = Arc::new(AtomicUsize::new(0));
+    let store = counting_store(Arc::clone(&claims), None);
+    let mut publisher = MockDestination::new();
+    publisher.expect_destination_type().return_const("http");
+    let wake = crate::capture::DeliveryWake::new();
+    let dispatcher = Dispatcher::new(Arc::new(store), table(publisher), options()).woken_by(
+        wake.clone(),
+        crate::capture::IdleWaking::Reconcile(Duration::from_secs(3600)),
+    );
+    let mut workers = Workers::new();
+    workers.spawn("dispatcher", move |stop| dispatcher.run(stop));
+    wait_for("the first claim", || claims.load(Ordering::SeqCst) >= 1).await;
+    // Ten poll intervals pass without a claim: the loop waits for a wake-up.
+    tokio::time::sleep(options().poll_interval * 10).await;
+    assert_eq!(claims.load(Ordering::SeqCst), 1, "the dispatcher polled");
+    for n in 2..=4 {
+        wake.wake();
+        wait_for("a claim after the wake-up", || {
+            claims.load(Ordering::SeqCst) >= n
+        })
+        .await;
+    }
+    assert!(workers.stop(Duration::from_secs(5)).await.is_empty());
+}
+
+#[tokio::test]
+async fn with_capture_the_idle_wait_ends_when_the_next_retry_falls_due() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let claims = Arc::new(AtomicUsize::new(0));
+    let store = counting_store(Arc::clone(&claims), Some(Duration::from_millis(30)));
+    let mut publisher = MockDestination::new();
+    publisher.expect_destination_type().return_const("http");
+    let dispatcher = Dispatcher::new(Arc::new(store), table(publisher), options()).woken_by(
+        crate::capture::DeliveryWake::new(),
+        crate::capture::IdleWaking::Reconcile(Duration::from_secs(3600)),
+    );
+    let mut workers = Workers::new();
+    workers.spawn("dispatcher", move |stop| dispatcher.run(stop));
+    // No wake-up ever comes; the deadline alone brings the claims.
+    wait_for("claims at each deadline", || {
+        claims.load(Ordering::SeqCst) >= 4
+    })
+    .await;
+    assert!(workers.stop(Duration::from_secs(5)).await.is_empty());
+}

@@ -465,3 +465,40 @@ pub async fn outbox_pending_stats_count_pending_rows_and_age_the_oldest<F: Store
     assert_eq!(after.pending, 0, "{after:?}");
     fx.done().await;
 }
+
+/// The next deadline is the earliest due time still ahead among pending rows: a retry's, here.
+/// Rows already due, claimed or finished do not count.
+pub async fn outbox_next_deadline_is_the_earliest_future_retry<F: StoreFixture>() {
+    let fx = F::fresh().await;
+    assert_eq!(fx.outbox().next_deadline().await.expect("deadline"), None);
+    let due = fx.insert_outbox_row(NewOutboxRow::new("t", None)).await;
+    assert_eq!(
+        fx.outbox().next_deadline().await.expect("deadline"),
+        None,
+        "a row due now is no deadline"
+    );
+    let later = fx.insert_outbox_row(NewOutboxRow::new("t", None)).await;
+    let soon = fx.insert_outbox_row(NewOutboxRow::new("t", None)).await;
+    let rows = claim_all(&fx).await;
+    assert_eq!(rows.len(), 3);
+    let token = |id: Uuid| {
+        rows.iter()
+            .find(|r| r.id == id)
+            .expect("claimed")
+            .claim_token
+    };
+    assert!(finish(&fx, later, token(later), retry(1, HOUR)).await);
+    assert!(finish(&fx, soon, token(soon), retry(1, Duration::from_secs(60))).await);
+    assert!(finish(&fx, due, token(due), Finish::Sent).await);
+    let deadline = fx
+        .outbox()
+        .next_deadline()
+        .await
+        .expect("deadline")
+        .expect("a retry waits");
+    assert!(
+        deadline > Duration::from_secs(50) && deadline <= Duration::from_secs(60),
+        "{deadline:?}"
+    );
+    fx.done().await;
+}
