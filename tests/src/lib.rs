@@ -78,3 +78,15 @@ pub fn without_colours(text: &str) -> String {
     }
     out
 }
+
+/// The Prometheus scrape of the instance whose data port is `port`.
+pub async fn scrape(port: u16) -> String {
+    http()
+        .get(format!("http://127.0.0.1:{port}/metrics"))
+        .send()
+        .await
+        .expect("GET /metrics")
+        .text()
+        .await
+        .expect("metrics body")
+}

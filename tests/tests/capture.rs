@@ -257,14 +257,7 @@ impl World {
 
 impl Running {
     async fn metrics(&self) -> String {
-        queuebox_tests::http()
-            .get(format!("http://127.0.0.1:{}/metrics", self.port))
-            .send()
-            .await
-            .expect("GET /metrics")
-            .text()
-            .await
-            .expect("metrics body")
+        queuebox_tests::scrape(self.port).await
     }
 
     async fn ready(&self) -> (u16, serde_json::Value) {

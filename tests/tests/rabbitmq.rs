@@ -228,14 +228,7 @@ impl Service {
     }
 
     async fn metrics(&self) -> String {
-        queuebox_tests::http()
-            .get(format!("http://127.0.0.1:{}/metrics", self.port))
-            .send()
-            .await
-            .expect("GET /metrics")
-            .text()
-            .await
-            .expect("text")
+        queuebox_tests::scrape(self.port).await
     }
 
     async fn stop(mut self) {

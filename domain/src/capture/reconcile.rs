@@ -181,20 +181,8 @@ pub fn reconcile(
 
 #[cfg(test)]
 mod tests {
+    use super::super::scope::tests::scope;
     use super::*;
-
-    fn scope() -> CaptureScope {
-        CaptureScope {
-            mode: "postgres-logical".into(),
-            host: "db".into(),
-            port: 5432,
-            database: "queuebox".into(),
-            schema: "public".into(),
-            table: "outbox".into(),
-            slot: "queuebox_outbox".into(),
-            publication: "queuebox_outbox".into(),
-        }
-    }
 
     fn row(instance: &str) -> Recorded {
         Recorded {

@@ -78,10 +78,11 @@ impl CaptureScope {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn scope() -> CaptureScope {
+    /// A scope with the default names, for the tests of this module and of reconciliation.
+    pub(crate) fn scope() -> CaptureScope {
         CaptureScope {
             mode: "postgres-logical".into(),
             host: "db".into(),
