@@ -7,6 +7,7 @@
 mod files;
 mod follower;
 mod health;
+mod keeper;
 mod runner;
 mod wake;
 

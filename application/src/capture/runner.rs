@@ -6,6 +6,7 @@
 
 use super::files::StateFiles;
 use super::health::CaptureHealth;
+use super::keeper::PositionKeeper;
 use super::wake::DeliveryWake;
 use crate::lifecycle::StopSignal;
 use crate::telemetry::CaptureMetrics;
@@ -16,8 +17,8 @@ use queuebox_ports::capture::{CaptureError, CapturePorts, ChangeEvent, ChangeStr
 use queuebox_ports::health::HealthCheck;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::Notify;
-use tokio::time::{Instant, MissedTickBehavior};
+use tokio::sync::{Notify, watch};
+use tokio::time::Instant;
 
 /// The first wait after a failed attempt.
 const FIRST_BACKOFF: Duration = Duration::from_secs(1);
@@ -25,6 +26,8 @@ const FIRST_BACKOFF: Duration = Duration::from_secs(1);
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
 /// A stream that ran this long counts as healthy: the next failure starts the backoff over.
 const HEALTHY_RUN: Duration = Duration::from_secs(30);
+/// How long a stop waits for the last position to be written.
+const KEEPER_BOUND: Duration = Duration::from_secs(5);
 
 /// The settings of one capture owner.
 #[derive(Debug, Clone)]
@@ -307,12 +310,20 @@ impl CaptureRunner {
     ) -> Ended {
         let started = Instant::now();
         let mut handled = from;
-        let mut in_files = from;
-        let mut in_record = from;
-        let mut offsets_tick = tokio::time::interval(self.options.offsets_every);
-        let mut record_tick = tokio::time::interval(self.options.record_every);
-        offsets_tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
-        record_tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        let (positions, watched) = watch::channel(from);
+        let mut keeper = tokio::spawn(
+            PositionKeeper {
+                files: self.files.clone(),
+                state: Arc::clone(&self.ports.state),
+                metrics: Arc::clone(&self.metrics),
+                identity: self.options.identity.clone(),
+                owner_host: self.options.owner_host.clone(),
+                slot: self.options.scope.slot.clone(),
+                offsets_every: self.options.offsets_every,
+                record_every: self.options.record_every,
+            }
+            .run(watched),
+        );
         let failed = |error: String| Ended::Failed {
             error,
             ran_well: started.elapsed() >= HEALTHY_RUN,
@@ -320,56 +331,45 @@ impl CaptureRunner {
         loop {
             tokio::select! {
                 _ = stop.stopped() => {
-                    // Keep what was handled, so the next start does not wake again for it.
-                    if let Some(position) = handled.filter(|p| in_files != Some(*p))
-                        && let Err(error) = self.files.write_offset(position).await
-                    {
-                        tracing::warn!(%error, "writing the capture position at shutdown failed");
+                    // The keeper writes the last position when its channel closes, so the next
+                    // start does not wake again for what was handled.
+                    drop(positions);
+                    match tokio::time::timeout(KEEPER_BOUND, &mut keeper).await {
+                        Ok(Ok(Ok(()))) => {}
+                        Ok(Ok(Err(error))) => tracing::warn!(%error, "writing the capture position at shutdown failed"),
+                        Ok(Err(_)) | Err(_) => tracing::warn!("the capture position was not written at shutdown"),
                     }
                     stream.close().await;
                     return Ended::Stopping;
+                }
+                kept = &mut keeper => {
+                    let error = match kept {
+                        Ok(Err(error)) => error,
+                        Ok(Ok(())) => "the capture position keeper ended".to_owned(),
+                        Err(error) => format!("the capture position keeper failed: {error}"),
+                    };
+                    return failed(error);
                 }
                 event = stream.next() => {
                     let position = match event {
                         Ok(ChangeEvent::Committed { inserts, ignored, end }) => {
                             self.metrics.ignored.increment(ignored);
                             if inserts > 0 {
-                                self.metrics.inserts.increment(inserts);
                                 self.wake.wake();
+                                self.metrics.inserts.increment(inserts);
                                 self.metrics.log_wakes.increment(1);
                                 self.announce.notify_one();
                             }
                             end
                         }
                         Ok(ChangeEvent::Idle { end }) => end,
+                        // Dropping the sender lets the keeper write the last position and end.
                         Err(error) => return failed(error.to_string()),
                     };
                     if handled.is_none_or(|h| position > h) {
                         handled = Some(position);
                         stream.confirm(position);
-                    }
-                }
-                _ = offsets_tick.tick() => {
-                    if let Some(position) = handled.filter(|p| in_files != Some(*p)) {
-                        if let Err(error) = self.files.write_offset(position).await {
-                            return failed(error);
-                        }
-                        in_files = Some(position);
-                    }
-                }
-                _ = record_tick.tick() => {
-                    if let Some(position) = handled.filter(|p| in_record != Some(*p)) {
-                        // The record is for diagnostics and the reset steps; a failed write is
-                        // tried again at the next tick rather than breaking a working stream.
-                        match self.ports.state.record_position(&self.options.identity, position, &self.options.owner_host).await {
-                            Ok(()) => in_record = Some(position),
-                            Err(error) => tracing::warn!(%error, "recording the capture position failed"),
-                        }
-                    }
-                    match self.ports.state.slot_lag(&self.options.scope.slot).await {
-                        Ok(Some(lag)) => self.metrics.lag_bytes.set(lag as f64),
-                        Ok(None) => {}
-                        Err(error) => tracing::debug!(%error, "reading the capture lag failed"),
+                        positions.send_replace(handled);
                     }
                 }
             }
