@@ -138,7 +138,8 @@ pub trait ChangeStream: Send {
     /// log before it. An adapter MAY send it later, batched, but MUST NOT confirm more than asked.
     fn confirm(&mut self, position: Lsn);
 
-    /// Ends the stream, sending the last confirmation first where it can.
+    /// Ends the stream. The last confirmation may not reach the server; the next start resumes
+    /// from the position capture recorded itself, so nothing is read twice.
     async fn close(self: Box<Self>);
 }
 

@@ -226,7 +226,7 @@ impl Dispatcher {
             tokio::select! {
                 _ = tokio::time::sleep(wait) => {}
                 _ = written.notified() => {}
-                _ = wake.woken() => {}
+                _ = wake.woken() => idle_wait.woken(Instant::now()),
                 _ = stop.stopped() => break,
             }
         }
