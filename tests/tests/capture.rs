@@ -34,7 +34,10 @@ fn capture_account() -> (String, String) {
 
 /// A database with the schema and the publication, a slot name, a state directory and a receiver.
 struct World {
-    db: TestDatabase,
+    /// `None` once dropped.
+    db: Option<TestDatabase>,
+    /// Whether `finish` ran.
+    cleaned: bool,
     sql: PgPool,
     slot: String,
     state: tempfile::TempDir,
@@ -83,7 +86,8 @@ impl World {
             slot: format!("qb_{}", Uuid::new_v4().simple()),
             state: tempfile::tempdir().expect("state directory"),
             sql,
-            db,
+            db: Some(db),
+            cleaned: false,
             receiver,
         };
         let sql = PgPool::connect_lazy("postgres://unused@127.0.0.1/unused").expect("lazy pool");
@@ -93,11 +97,11 @@ impl World {
         assert!(status.success(), "migrate failed: {stderr}");
         world.sql = sqlx::postgres::PgPoolOptions::new()
             .max_connections(3)
-            .connect(&world.db.url)
+            .connect(&world.db().url)
             .await
             .expect("connect to the test database");
         if !publication_sql.is_empty() {
-            world.db.execute(publication_sql).await;
+            world.db().execute(publication_sql).await;
         }
         world
     }
@@ -108,6 +112,12 @@ impl World {
             "CREATE PUBLICATION queuebox_outbox FOR TABLE outbox WITH (publish = 'insert')",
         )
         .await
+    }
+
+    fn db(&self) -> &TestDatabase {
+        self.db
+            .as_ref()
+            .expect("the database is dropped only at the end")
     }
 
     fn state_dir(&self) -> PathBuf {
@@ -141,9 +151,9 @@ impl World {
              outbox:\n  pollIntervalMs: {poll}\n  retryBaseDelayMs: {retry}\n{capture}\
              destinations:\n  hook:\n    type: http\n    baseUrl: {base}\n    path: /events\n    timeoutMs: 2000\n\
              routes:\n  - topicPattern: \"**\"\n    destination: hook\n",
-            url = self.db.jdbc_url(),
-            dbuser = self.db.user,
-            dbpassword = self.db.password,
+            url = self.db().jdbc_url(),
+            dbuser = self.db().user,
+            dbpassword = self.db().password,
             poll = replica.poll_ms,
             retry = replica.retry_base_delay_ms,
             base = self.receiver.url(),
@@ -209,7 +219,8 @@ impl World {
         let (user, password) = capture_account();
         let url = format!(
             "postgres://{user}:{password}@{}/{}",
-            self.db.host_port, self.db.name
+            self.db().host_port,
+            self.db().name
         );
         PgConnection::connect(&url)
             .await
@@ -248,10 +259,63 @@ impl World {
         let _ = connection.close().await;
     }
 
-    async fn finish(self) {
+    /// Drops the slot and the database; [`Drop`] does the same for a test that panicked first.
+    async fn finish(mut self) {
         self.drop_slot().await;
         self.sql.close().await;
-        self.db.drop_database().await;
+        self.cleaned = true;
+        if let Some(db) = self.db.take() {
+            db.drop_database().await;
+        }
+    }
+}
+
+impl Drop for World {
+    /// A test that failed never reached `finish`: its slot would keep WAL and its database forever
+    /// (a slot keeps its database from being dropped). The replicas of the test are gone by now
+    /// (they are declared after the world and killed on drop), so the slot can be dropped; this
+    /// runs on a thread of its own, since `Drop` cannot wait on the test's runtime.
+    fn drop(&mut self) {
+        if self.cleaned {
+            return;
+        }
+        let Some(db) = self.db.take() else { return };
+        let slot = self.slot.clone();
+        let cleanup = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("a runtime for the cleanup");
+            runtime.block_on(async move {
+                let (user, password) = capture_account();
+                let url = format!("postgres://{user}:{password}@{}/{}", db.host_port, db.name);
+                if let Ok(mut connection) = PgConnection::connect(&url).await {
+                    let started = Instant::now();
+                    while started.elapsed() < Duration::from_secs(10) {
+                        let _ = sqlx::query(
+                            "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1 AND NOT active",
+                        )
+                        .bind(&slot)
+                        .execute(&mut connection)
+                        .await;
+                        let left: i64 = sqlx::query_scalar(
+                            "SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1",
+                        )
+                        .bind(&slot)
+                        .fetch_one(&mut connection)
+                        .await
+                        .unwrap_or(0);
+                        if left == 0 {
+                            break;
+                        }
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                    }
+                    let _ = connection.close().await;
+                }
+                db.drop_database().await;
+            });
+        });
+        let _ = cleanup.join();
     }
 }
 
@@ -390,7 +454,7 @@ async fn updates_deletes_and_queuebox_own_writes_do_not_wake() {
         "one transaction of three inserts is one wake-up"
     );
     world
-        .db
+        .db()
         .execute("UPDATE outbox SET headers = '{\"x\":\"y\"}'::jsonb; DELETE FROM outbox;")
         .await;
     wait_until(
@@ -604,7 +668,7 @@ async fn each_reconciliation_fault_stops_capture_and_delivery_goes_on() {
 
     // 3. The settings changed: another publication, named with its old and new value.
     world
-        .db
+        .db()
         .execute("CREATE PUBLICATION other_pub FOR TABLE outbox WITH (publish = 'insert')")
         .await;
     let running = world
@@ -637,7 +701,7 @@ async fn each_reconciliation_fault_stops_capture_and_delivery_goes_on() {
 
     // The documented reset: delete the row and the files, then start clean.
     world
-        .db
+        .db()
         .execute("DELETE FROM queuebox_capture_state WHERE identity_name = 'queuebox'")
         .await;
     std::fs::remove_dir_all(&state).expect("delete the state files");
@@ -664,14 +728,14 @@ async fn start_checks_name_what_to_fix_and_delivery_goes_on() {
     world.receiver.wait_for(1, WOKEN).await;
     // The publication appears: the next attempt (backoff of a few seconds) streams.
     world
-        .db
+        .db()
         .execute("CREATE PUBLICATION queuebox_outbox FOR TABLE inbox")
         .await;
     running
         .wait_capture_down("does not cover the outbox table")
         .await;
     world
-        .db
+        .db()
         .execute("ALTER PUBLICATION queuebox_outbox SET TABLE outbox")
         .await;
     // The backoff has grown to several seconds by now.
@@ -689,7 +753,7 @@ async fn start_checks_name_what_to_fix_and_delivery_goes_on() {
         })
         .await;
     let error = running.wait_capture_down("REPLICATION").await;
-    assert!(error.contains(&world.db.user), "{error}");
+    assert!(error.contains(&world.db().user), "{error}");
     world.insert(1, 0).await;
     world.receiver.wait_for(2, WOKEN).await;
     running.stop().await;
