@@ -302,6 +302,8 @@ pub struct CaptureMetrics {
     pub peer_wakes: metrics::Counter,
     /// `queuebox_capture_lag_bytes`.
     pub lag_bytes: metrics::Gauge,
+    /// `queuebox_capture_commit_to_wake_seconds` and its `_max`.
+    pub commit_to_wake: Timer,
 }
 
 /// The statuses of `queuebox_capture_status`.
@@ -317,6 +319,10 @@ impl CaptureMetrics {
             start_wakes: metrics::counter!(names::CAPTURE_WAKES_TOTAL, "origin" => "start"),
             peer_wakes: metrics::counter!(names::CAPTURE_WAKES_TOTAL, "origin" => "peer"),
             lag_bytes: metrics::gauge!(names::CAPTURE_LAG_BYTES),
+            commit_to_wake: Timer::new(
+                metrics::histogram!(names::CAPTURE_COMMIT_TO_WAKE_SECONDS),
+                metrics::gauge!(max_name(names::CAPTURE_COMMIT_TO_WAKE_SECONDS)),
+            ),
         }
     }
 

@@ -8,6 +8,7 @@ use async_trait::async_trait;
 use queuebox_domain::capture::{CaptureScope, Lsn, Recorded};
 use queuebox_domain::secret::Secret;
 use std::sync::Arc;
+use std::time::SystemTime;
 use thiserror::Error;
 
 /// Where and what to capture, resolved from `outbox.capture.*` and `database.*`.
@@ -60,6 +61,8 @@ pub enum ChangeEvent {
         ignored: u64,
         /// The log position just past the commit; confirming it releases the transaction's log.
         end: Lsn,
+        /// When the transaction committed, by the server's clock.
+        committed_at: Option<SystemTime>,
     },
     /// The server's log reached `end` with nothing for capture in between (a keepalive). With no
     /// transaction open, confirming it releases log the slot would otherwise keep.

@@ -62,6 +62,9 @@ pub const CAPTURE_CHANGES_TOTAL: &str = "queuebox_capture_changes_total";
 /// Wake-ups given to the dispatcher, label `origin`: `log` (a committed insert), `start` (each
 /// capture attempt, standing in for a snapshot) or `peer` (the owner's notice on another replica).
 pub const CAPTURE_WAKES_TOTAL: &str = "queuebox_capture_wakes_total";
+/// Seconds from a transaction's commit (server clock) to the wake-up capture gave for it: how
+/// long the log took to reach QueueBox (summary; `_max` gauge beside it).
+pub const CAPTURE_COMMIT_TO_WAKE_SECONDS: &str = "queuebox_capture_commit_to_wake_seconds";
 /// Bytes of log between the server's current position and the slot's confirmed one: what the slot
 /// keeps from being released beyond what capture has handled.
 pub const CAPTURE_LAG_BYTES: &str = "queuebox_capture_lag_bytes";

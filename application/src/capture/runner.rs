@@ -352,10 +352,13 @@ impl CaptureRunner {
                 }
                 event = stream.next() => {
                     let position = match event {
-                        Ok(ChangeEvent::Committed { inserts, ignored, end }) => {
+                        Ok(ChangeEvent::Committed { inserts, ignored, end, committed_at }) => {
                             self.metrics.ignored.increment(ignored);
                             if inserts > 0 {
                                 self.wake.wake();
+                                if let Some(delay) = committed_at.and_then(|at| at.elapsed().ok()) {
+                                    self.metrics.commit_to_wake.record(delay);
+                                }
                                 self.metrics.inserts.increment(inserts);
                                 self.metrics.log_wakes.increment(1);
                                 self.announce.notify_one();

@@ -13,7 +13,7 @@ use queuebox_ports::capture::{
 };
 use sha2::{Digest, Sha256};
 use std::path::PathBuf;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 /// How often the handled position goes to the server (standby status update).
 const STATUS_INTERVAL: Duration = Duration::from_secs(1);
@@ -368,12 +368,17 @@ impl ChangeStream for PgChangeStream {
                     self.ignored = 0;
                 }
                 ReplicationEvent::XLogData { data, .. } => self.read(&data),
-                ReplicationEvent::Commit { end_lsn, .. } => {
+                ReplicationEvent::Commit {
+                    end_lsn,
+                    commit_time_micros,
+                    ..
+                } => {
                     self.in_transaction = false;
                     return Ok(ChangeEvent::Committed {
                         inserts: std::mem::take(&mut self.inserts),
                         ignored: std::mem::take(&mut self.ignored),
                         end: Lsn(end_lsn.as_u64()),
+                        committed_at: server_time(commit_time_micros),
                     });
                 }
                 ReplicationEvent::KeepAlive { wal_end, .. } if !self.in_transaction => {
@@ -401,9 +406,32 @@ impl ChangeStream for PgChangeStream {
     }
 }
 
+/// Seconds from the Unix epoch to PostgreSQL's (2000-01-01 UTC).
+const POSTGRES_EPOCH_SECONDS: u64 = 946_684_800;
+
+/// A server timestamp (microseconds since 2000-01-01 UTC) as a system time.
+fn server_time(micros: i64) -> Option<SystemTime> {
+    let micros = u64::try_from(micros).ok()?;
+    SystemTime::UNIX_EPOCH
+        .checked_add(Duration::from_secs(POSTGRES_EPOCH_SECONDS) + Duration::from_micros(micros))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn server_times_count_from_2000() {
+        assert_eq!(
+            server_time(0),
+            Some(SystemTime::UNIX_EPOCH + Duration::from_secs(946_684_800))
+        );
+        assert_eq!(
+            server_time(1_500_000),
+            Some(SystemTime::UNIX_EPOCH + Duration::from_millis(946_684_801_500))
+        );
+        assert_eq!(server_time(-1), None);
+    }
 
     fn params(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
         pairs
