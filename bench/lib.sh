@@ -9,6 +9,8 @@
 #   RECV_PORT      the receiver port (default 19999)
 #   BATCH CONC POLL   outbox.batchSize, outbox.concurrency, outbox.pollIntervalMs (default 100 8 100)
 #   POOL           database.poolSize (default 10)
+#   CAPTURE_USER CAPTURE_PASSWORD  the account with REPLICATION that drops capture slots
+#                  (default queuebox_capture/queuebox_capture, made by scripts/services.sh)
 
 set -euo pipefail
 
@@ -29,6 +31,9 @@ POOL=${POOL:-10}
 WORK=$(mktemp -d /tmp/qb-bench.XXXXXX)
 _PIDS=()
 _DBS=()
+_SLOTS=()   # "slot database" pairs: logical slots QueueBox created for the script (see drop_slot)
+CAPTURE_USER=${CAPTURE_USER:-queuebox_capture}
+CAPTURE_PASSWORD=${CAPTURE_PASSWORD:-queuebox_capture}
 
 log() { printf '[%s] %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
 die() { log "error: $*"; exit 1; }
@@ -42,6 +47,12 @@ _cleanup() {
       for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
       kill -KILL "$pid" 2>/dev/null || true
     fi
+  done
+  # a database that still has a logical slot cannot be dropped: slots first
+  local pair
+  for pair in "${_SLOTS[@]:-}"; do
+    [ -n "$pair" ] || continue
+    drop_slot $pair || true
   done
   for db in "${_DBS[@]:-}"; do
     [ -n "$db" ] || continue
@@ -75,6 +86,24 @@ drop_db() {
     sleep 1
   done
   log "could not drop database $name"; return 1
+}
+
+# drop_slot SLOT DB: drops a logical replication slot (QueueBox's capture creates its slot and never
+# drops it; a leftover slot keeps WAL forever and blocks DROP DATABASE). A logical slot is dropped
+# from a session on its own database, by an account with REPLICATION (the capture account: queuebox
+# has none), once no walsender uses it; a stopped QueueBox's walsender can take a moment to end.
+drop_slot() {
+  local slot=$1 db=$2 active
+  for _ in $(seq 1 100); do
+    active=$(sql postgres "SELECT active FROM pg_replication_slots WHERE slot_name = '$slot'")
+    [ -n "$active" ] || return 0
+    if [ "$active" = f ]; then
+      PGUSER=$CAPTURE_USER PGPASSWORD=$CAPTURE_PASSWORD psql -X -q -d "$db" \
+        -c "SELECT pg_drop_replication_slot('$slot')" >/dev/null 2>&1 || true
+    fi
+    sleep 0.2
+  done
+  log "could not drop replication slot $slot (database $db)"; return 1
 }
 
 # new_db NAME [TEMPLATE]: creates a database that the cleanup drops.

@@ -11,6 +11,9 @@
 //!   /rate?n=N    the rate over the first N arrivals: (N-1) / (arrival[N-1] - arrival[0])
 //!   /rate?from=A&to=B  the rate between arrival A and arrival B (0-based)
 //!   /lat         latency percentiles (ms) of the payloads that carried "t"
+//!   /lat?path=P  the same, only for the POSTs whose request path starts with P (e.g. one per
+//!                QueueBox replica, each delivering to its own path)
+//!   /dump        one line per POST that carried "t": message id, arrival (µs), t (µs), path
 //!   /reset       forget everything
 //!
 //! Usage: qb-bench-receiver [--port 9999] [--threads 1]
@@ -25,6 +28,8 @@ use tokio::net::{TcpListener, TcpStream};
 struct State {
     arrivals: Vec<u64>,
     latencies_us: Vec<i64>,
+    /// (id, arrival, t, path) of each POST that carried "t", for /dump and /lat?path=.
+    timed: Vec<(Option<u128>, u64, i64, String)>,
     seen: HashSet<u128>,
     duplicates: u64,
     last_g: HashMap<Vec<u8>, i64>,
@@ -145,7 +150,7 @@ async fn connection(mut stream: TcpStream, state: Shared) -> std::io::Result<()>
                 )
                 .into_bytes()
             } else {
-                record(&state, id, key, body);
+                record(&state, &path, id, key, body);
                 b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n".to_vec()
             };
             buf.drain(..head_len + content_length);
@@ -159,7 +164,7 @@ async fn connection(mut stream: TcpStream, state: Shared) -> std::io::Result<()>
     }
 }
 
-fn record(state: &Shared, id: Option<u128>, key: Option<Vec<u8>>, body: &[u8]) {
+fn record(state: &Shared, path: &str, id: Option<u128>, key: Option<Vec<u8>>, body: &[u8]) {
     let at = now_us();
     let g = find_int(body, b"\"g\":");
     let t = find_int(body, b"\"t\":");
@@ -171,7 +176,9 @@ fn record(state: &Shared, id: Option<u128>, key: Option<Vec<u8>>, body: &[u8]) {
         }
     }
     if let Some(t) = t {
-        s.latencies_us.push(at as i64 - t);
+        let latency = at as i64 - t;
+        s.latencies_us.push(latency);
+        s.timed.push((id, at, t, path.to_owned()));
     }
     if let (Some(key), Some(g)) = (key, g) {
         let previous = s.last_g.insert(key, g);
@@ -191,6 +198,13 @@ fn control(path: &str, state: &Shared) -> String {
             .filter_map(|kv| kv.split_once('='))
             .find(|(k, _)| *k == name)
             .and_then(|(_, v)| v.parse().ok())
+    };
+    let text_param = |name: &str| -> Option<&str> {
+        query
+            .split('&')
+            .filter_map(|kv| kv.split_once('='))
+            .find(|(k, _)| *k == name)
+            .map(|(_, v)| v)
     };
     let mut s = state.lock().expect("state");
     match route {
@@ -220,7 +234,15 @@ fn control(path: &str, state: &Shared) -> String {
             }
         }
         "/lat" => {
-            let mut v = s.latencies_us.clone();
+            let mut v = match text_param("path") {
+                Some(prefix) => s
+                    .timed
+                    .iter()
+                    .filter(|(_, _, _, path)| path.starts_with(prefix))
+                    .map(|(_, at, t, _)| *at as i64 - t)
+                    .collect(),
+                None => s.latencies_us.clone(),
+            };
             v.sort_unstable();
             let pct = |p: f64| -> f64 {
                 if v.is_empty() {
@@ -239,11 +261,19 @@ fn control(path: &str, state: &Shared) -> String {
                 pct(100.0)
             )
         }
+        "/dump" => {
+            let mut out = String::with_capacity(s.timed.len() * 80);
+            for (id, at, t, path) in &s.timed {
+                let id = id.map_or_else(|| "-".to_owned(), |id| format!("{id:032x}"));
+                out.push_str(&format!("{id} {at} {t} {path}\n"));
+            }
+            out
+        }
         "/reset" => {
             *s = State::default();
             "reset=1\n".to_owned()
         }
-        _ => "routes: /stats /rate?n=N /lat /reset\n".to_owned(),
+        _ => "routes: /stats /rate?n=N /lat /lat?path=P /dump /reset\n".to_owned(),
     }
 }
 
