@@ -42,7 +42,7 @@ fn no_placeholder_survives_rendering() {
             assert!(!has_placeholder(sql), "{name}: {sql}");
             count += 1;
         }
-        assert_eq!(count, 24);
+        assert_eq!(count, 25);
     }
 }
 

@@ -242,6 +242,12 @@ SELECT "topic" AS topic,
  WHERE "state" = 'pending'
  GROUP BY "topic";
 
+-- outbox_next_deadline
+SELECT EXTRACT(EPOCH FROM (min("scheduled_at") - now()))::float8 AS seconds
+  FROM "qb_outbox"
+ WHERE "state" = 'pending'
+   AND "scheduled_at" > now();
+
 -- relay_lock
 SELECT pg_advisory_xact_lock(hashtext($1)), set_config('synchronous_commit', 'off', true);
 
