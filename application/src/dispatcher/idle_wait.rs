@@ -29,6 +29,10 @@ pub(crate) struct IdleWait {
     next: Duration,
     /// Until when empty claims are retried quickly after a wake-up.
     woken_until: Option<Instant>,
+    /// Whether rows found keep the loop polling quickly. Not with capture: every new row comes
+    /// with a wake-up and every finished key with the finisher's, so those quick claims found
+    /// nothing and only stood in the way of the claim a wake-up asked for.
+    follow_activity: bool,
 }
 
 impl IdleWait {
@@ -38,6 +42,15 @@ impl IdleWait {
             last_found: None,
             next: FIRST_WAIT,
             woken_until: None,
+            follow_activity: true,
+        }
+    }
+
+    /// A wait that polls quickly only inside the window after a wake-up (capture's owner).
+    pub(crate) fn woken_only(poll_interval: Duration) -> Self {
+        Self {
+            follow_activity: false,
+            ..Self::new(poll_interval)
         }
     }
 
@@ -60,9 +73,10 @@ impl IdleWait {
         if found_rows {
             self.mark_active(now);
         }
-        let active = self
-            .last_found
-            .is_some_and(|at| now.saturating_duration_since(at) < self.poll_interval)
+        let active = (self.follow_activity
+            && self
+                .last_found
+                .is_some_and(|at| now.saturating_duration_since(at) < self.poll_interval))
             || self.woken_until.is_some_and(|until| now < until);
         if !active {
             return self.poll_interval;
@@ -135,6 +149,19 @@ mod tests {
         assert_eq!(wait.after_claim(false, t0 + ms(1)), ms(2));
         assert_eq!(wait.after_claim(false, t0 + ms(3)), ms(4));
         assert_eq!(wait.after_claim(false, t0 + WAKE_WINDOW), POLL * 50);
+    }
+
+    #[test]
+    fn woken_only_rows_found_alone_do_not_start_quick_claims() {
+        let mut wait = IdleWait::woken_only(POLL);
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        assert_eq!(wait.after_claim(true, t0), POLL);
+        wait.woken(t0 + ms(5));
+        assert_eq!(wait.after_claim(false, t0 + ms(5)), ms(1));
+        assert_eq!(wait.after_claim(true, t0 + ms(6)), ms(1));
+        assert_eq!(wait.after_claim(false, t0 + ms(7)), ms(2));
+        assert_eq!(wait.after_claim(false, t0 + ms(5) + WAKE_WINDOW), POLL);
     }
 
     #[test]

@@ -170,7 +170,10 @@ impl Dispatcher {
         ));
         let mut cursor = String::new();
         let idle_interval = self.idle_interval();
-        let mut idle_wait = IdleWait::new(idle_interval);
+        let mut idle_wait = match self.wake {
+            Some((_, IdleWaking::Reconcile(_))) => IdleWait::woken_only(idle_interval),
+            Some((_, IdleWaking::Poll)) | None => IdleWait::new(idle_interval),
+        };
         let never = DeliveryWake::new();
         let wake = self.wake.as_ref().map_or(&never, |(wake, _)| wake);
         while !stop.is_stopping() {
