@@ -24,6 +24,10 @@ PG_PASSWORD=queuebox
 PG_CAPTURE_USER=queuebox_capture
 PG_CAPTURE_PASSWORD=queuebox_capture
 PG_MAX_CONNECTIONS=300
+# The TLS tests' certificates: a CA of our own and a server certificate for the IP 127.0.0.1 only
+# (so a connection to `localhost` with verify-full fails on the host name), and a second CA that
+# signed nothing the server presents (so verify-ca with it fails on the chain).
+PG_TLS_DIR=/etc/postgresql/$PG_VERSION/main/queuebox-tls
 
 AMQP_PORT=5672
 RABBITMQ_START_SECONDS=120
@@ -49,6 +53,30 @@ wait_for() {
   done
 }
 
+# The certificates of the TLS tests, made once: a CA, a server certificate it signs for
+# IP:127.0.0.1, and an unrelated second CA. The server reads its key as the postgres user.
+make_pg_certificates() {
+  [ -f "$PG_TLS_DIR/server.crt" ] && [ -f "$PG_TLS_DIR/other-ca.crt" ] && return 0
+  command -v openssl >/dev/null 2>&1 || apt_install openssl
+  log "making the TLS certificates of the tests in $PG_TLS_DIR"
+  mkdir -p "$PG_TLS_DIR"
+  (
+    cd "$PG_TLS_DIR"
+    openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj "/CN=QueueBox test CA" \
+      -keyout ca.key -out ca.crt 2>/dev/null
+    openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj "/CN=QueueBox other CA" \
+      -keyout other-ca.key -out other-ca.crt 2>/dev/null
+    openssl req -newkey rsa:2048 -nodes -subj "/CN=127.0.0.1" -keyout server.key -out server.csr 2>/dev/null
+    printf 'subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\n' > server.ext
+    openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 3650 \
+      -extfile server.ext -out server.crt 2>/dev/null
+    rm -f server.csr server.ext ca.srl
+    chown postgres:postgres server.key server.crt
+    chmod 600 server.key ca.key other-ca.key
+    chmod 644 ca.crt other-ca.crt server.crt
+  )
+}
+
 start_postgres() {
   if ! [ -x "/usr/lib/postgresql/$PG_VERSION/bin/postgres" ]; then
     apt_install "postgresql-$PG_VERSION" postgresql-client
@@ -57,6 +85,7 @@ start_postgres() {
     log "creating cluster $PG_VERSION/main"
     pg_createcluster "$PG_VERSION" main --port "$PG_PORT" >&2
   fi
+  make_pg_certificates
   local conf="/etc/postgresql/$PG_VERSION/main/conf.d/queuebox-tests.conf"
   local wanted
   wanted=$(cat <<CONF
@@ -68,6 +97,9 @@ wal_level = logical
 max_replication_slots = 20
 max_wal_senders = 20
 jit = off
+ssl = on
+ssl_cert_file = '$PG_TLS_DIR/server.crt'
+ssl_key_file = '$PG_TLS_DIR/server.key'
 CONF
 )
   if [ "$(cat "$conf" 2>/dev/null)" != "$wanted" ]; then
@@ -106,6 +138,8 @@ SQL
   log "PostgreSQL ready on 127.0.0.1:$PG_PORT"
   echo "export QB_TEST_PG_URL=postgres://$PG_USER:$PG_PASSWORD@127.0.0.1:$PG_PORT/postgres"
   echo "export QB_TEST_PG_CAPTURE_ACCOUNT=$PG_CAPTURE_USER:$PG_CAPTURE_PASSWORD"
+  echo "export QB_TEST_PG_CA=$PG_TLS_DIR/ca.crt"
+  echo "export QB_TEST_PG_OTHER_CA=$PG_TLS_DIR/other-ca.crt"
 }
 
 # RabbitMQ from Debian's package, on loopback, as the node rabbit@localhost (a fixed node name, so

@@ -9,7 +9,7 @@ use queuebox_ports::database::{DatabaseHost, DatabaseKind, DatabaseOptions, Data
 use sqlx::postgres::{PgConnectOptions, PgSslMode};
 use sqlx::{ConnectOptions, Connection};
 
-use crate::error::{PostgresError, fails_fast_at_start, redact};
+use crate::error::{PostgresError, fails_fast_at_start, is_certificate_refusal, redact};
 
 /// The `application_name` a session reports unless the URL sets one.
 pub const DEFAULT_APPLICATION_NAME: &str = "queuebox";
@@ -118,8 +118,13 @@ pub(crate) async fn wait_for_database(
                     return Ok(host.clone());
                 }
                 Ok(Err(error)) => {
+                    let hint = if is_certificate_refusal(&error) {
+                        " (the server's TLS certificate was not accepted: check sslrootcert and that the certificate names the host of database.url)"
+                    } else {
+                        ""
+                    };
                     let cause = format!(
-                        "{}:{}: {}",
+                        "{}:{}: {}{hint}",
                         host.get_host(),
                         host.get_port(),
                         redact(error.to_string(), password)

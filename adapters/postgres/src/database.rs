@@ -39,6 +39,7 @@ pub struct PostgresDatabase {
 /// [`PostgresError::InvalidNames`], [`PostgresError::MigrateWithRenamedSchema`],
 /// [`PostgresError::Unreachable`] (masked URL and last cause), [`PostgresError::Refused`].
 pub async fn connect(options: &DatabaseOptions) -> Result<PostgresDatabase, PostgresError> {
+    crate::tls::ensure_crypto_provider();
     let statements = Statements::render(&options.schema)?;
     refuse_migrate_with_renames(options.migrate, &options.schema)?;
     let hosts = connect_options(&options.target)?;

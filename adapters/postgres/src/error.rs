@@ -242,8 +242,21 @@ pub(crate) fn fails_fast_at_start(error: &sqlx::Error) -> bool {
             Some(sqlstate::INVALID_PASSWORD | sqlstate::INVALID_AUTHORIZATION)
         ),
         sqlx::Error::Tls(_) | sqlx::Error::Configuration(_) => true,
+        sqlx::Error::Io(_) => is_certificate_refusal(error),
         _ => false,
     }
+}
+
+/// Whether the server's TLS certificate was refused (unknown issuer, wrong name, expired): a
+/// setting to fix (`sslrootcert`, the host of `database.url`), not something waiting cures. The
+/// driver reports it as an I/O error that carries the rustls error.
+pub(crate) fn is_certificate_refusal(error: &sqlx::Error) -> bool {
+    let sqlx::Error::Io(io) = error else {
+        return false;
+    };
+    io.get_ref()
+        .and_then(|inner| inner.downcast_ref::<rustls::Error>())
+        .is_some_and(|tls| matches!(tls, rustls::Error::InvalidCertificate(_)))
 }
 
 /// Removes `secret` from an error text; the driver never prints a password, but a health report

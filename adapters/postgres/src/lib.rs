@@ -26,6 +26,7 @@ mod replay_store;
 mod retention_store;
 mod statements;
 mod store_support;
+mod tls;
 
 pub use capture::{CaptureConnection, PgCaptureConnector, PgCaptureStateStore, PgWakeChannel};
 pub use connect::DEFAULT_APPLICATION_NAME;

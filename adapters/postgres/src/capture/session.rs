@@ -84,8 +84,8 @@ impl PgCaptureConnector {
     }
 }
 
-/// The TLS settings of the URL. Without `sslmode` the capture connection is plain, as the pool's
-/// is (the pool is built without TLS); an explicit mode is honoured.
+/// The TLS settings of the URL, read as the pool reads them: without `sslmode`, `prefer` (TLS when
+/// the server offers it, unverified, as libpq and the JDBC driver default to).
 fn tls(params: &[(String, String)], host: &str) -> Result<TlsConfig, CaptureError> {
     let value = |name: &str| {
         params
@@ -96,8 +96,8 @@ fn tls(params: &[(String, String)], host: &str) -> Result<TlsConfig, CaptureErro
     };
     let root = value("sslrootcert").map(PathBuf::from);
     let config = match value("sslmode") {
-        None | Some("disable") => TlsConfig::disabled(),
-        Some("allow" | "prefer") => TlsConfig {
+        Some("disable") => TlsConfig::disabled(),
+        None | Some("allow" | "prefer") => TlsConfig {
             mode: SslMode::Prefer,
             ..TlsConfig::disabled()
         },
@@ -442,7 +442,13 @@ mod tests {
 
     #[test]
     fn the_url_sslmode_picks_the_tls_mode() {
-        assert_eq!(tls(&[], "db").expect("none").mode, SslMode::Disable);
+        assert_eq!(tls(&[], "db").expect("none").mode, SslMode::Prefer);
+        assert_eq!(
+            tls(&params(&[("sslmode", "disable")]), "db")
+                .expect("disable")
+                .mode,
+            SslMode::Disable
+        );
         assert_eq!(
             tls(&params(&[("sslmode", "require")]), "db")
                 .expect("require")
