@@ -54,6 +54,10 @@ pub async fn run(
     stop: impl Future<Output = ()>,
 ) -> anyhow::Result<()> {
     let started = Instant::now();
+    // Transforms and destinations first: a refused destination (a bad URL, a private address) is
+    // a configuration error, reported before the database is touched.
+    let transforms = transforms::compile(&settings)?;
+    let routes = delivery::route_table(&settings, &transforms).await?;
     let database = database::connect(&settings.database_options()).await?;
     database::prepare(database.as_ref()).await?;
 
@@ -61,8 +65,6 @@ pub async fn run(
     health.register(database.health_check());
 
     let mut workers = Workers::new();
-    let transforms = transforms::compile(&settings)?;
-    let routes = delivery::route_table(&settings, &transforms).await?;
     let capture = Capture::wire(&settings, database.as_ref())?;
     let dispatcher = capture.drive(Dispatcher::new(
         database.outbox_store(),

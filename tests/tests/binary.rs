@@ -339,3 +339,54 @@ async fn the_schema_guard_stops_the_start_with_the_alter_table_statement() {
     );
     db.drop_database().await;
 }
+
+#[tokio::test]
+async fn logs_to_a_file_carry_no_colour_escapes() {
+    // stderr is a file here, as under a service manager or a container runtime.
+    let closed = free_port();
+    let yaml = format!(
+        "server:\n  httpPort: {}\ndatabase:\n  url: jdbc:postgresql://127.0.0.1:{closed}/queuebox\n  username: queuebox\n  password: x\n  startupTimeoutMs: 800\n",
+        free_port()
+    );
+    let (status, _stdout, stderr) = Launch::with_config(&yaml)
+        .run(&[], Duration::from_secs(30))
+        .await;
+    assert!(!status.success(), "{stderr}");
+    assert!(stderr.contains("WARN"), "no log line to look at: {stderr}");
+    assert!(
+        !stderr.contains('\u{1b}'),
+        "colour escapes in a file: {stderr:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_destination_on_a_private_address_is_refused_by_its_key_before_the_database() {
+    // The database is unreachable and may be waited for a minute: the refusal must come first.
+    let closed = free_port();
+    let head = format!(
+        "server:\n  httpPort: {}\ndatabase:\n  url: jdbc:postgresql://127.0.0.1:{closed}/queuebox\n  username: queuebox\n  password: x\n  startupTimeoutMs: 60000\n\
+         http:\n  blockPrivateAddresses: true\nroutes:\n  - topicPattern: \"**\"\n    destination: hook\n",
+        free_port()
+    );
+    let cases = [
+        (
+            "destinations:\n  hook:\n    type: http\n    baseUrl: http://10.1.2.3:8080\n",
+            "destinations.hook.baseUrl (QUEUEBOX_DESTINATIONS_HOOK_BASEURL): host `10.1.2.3` resolves to 10.1.2.3, a private address",
+        ),
+        (
+            "destinations:\n  hook:\n    type: http\n    baseUrl: http://93.184.216.34\n\
+             \x20   auth:\n      type: oauth2\n      clientId: qb\n      clientSecret: s\n      tokenUrl: http://127.0.0.1:9/token\n",
+            "destinations.hook.auth.tokenUrl (QUEUEBOX_DESTINATIONS_HOOK_AUTH_TOKENURL): host `127.0.0.1` resolves to 127.0.0.1, a loopback address",
+        ),
+    ];
+    for (destinations, expected) in cases {
+        let started = Instant::now();
+        let (status, _stdout, stderr) = Launch::with_config(&format!("{head}{destinations}"))
+            .run(&[], Duration::from_secs(30))
+            .await;
+        assert!(!status.success(), "{stderr}");
+        assert!(stderr.contains(expected), "{stderr}");
+        assert!(!stderr.contains("database not reachable"), "{stderr}");
+        assert!(started.elapsed() < Duration::from_secs(20), "{stderr}");
+    }
+}

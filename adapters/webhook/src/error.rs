@@ -88,3 +88,32 @@ pub enum WebhookError {
         reason: String,
     },
 }
+
+impl WebhookError {
+    /// For a refused URL, the setting at fault under the destination (`baseUrl`, `path` or
+    /// `auth.tokenUrl`) and what is wrong with it, so the caller can name the full configuration
+    /// key and its variable as every other configuration error does.
+    pub fn setting_problem(&self) -> Option<(&'static str, String)> {
+        match self {
+            WebhookError::InvalidUrl {
+                field,
+                url,
+                problem,
+                ..
+            } => Some((field, format!("`{url}` is refused: {problem}"))),
+            WebhookError::PrivateAddress {
+                field,
+                host,
+                address,
+                class,
+                ..
+            } => Some((
+                field,
+                format!(
+                    "host `{host}` resolves to {address}, a {class} address, and http.blockPrivateAddresses is on"
+                ),
+            )),
+            _ => None,
+        }
+    }
+}

@@ -35,9 +35,17 @@ pub async fn publisher(
     options.max_idle_connections = options
         .max_idle_connections
         .max(settings.outbox.concurrency as usize);
-    let publisher = queuebox_webhook::HttpDestination::new(options)
-        .await
-        .with_context(|| format!("destinations.{name}"))?;
+    let publisher = match queuebox_webhook::HttpDestination::new(options).await {
+        Ok(publisher) => publisher,
+        // A refused URL names its key and variable, as every other configuration error does.
+        Err(error) => match error.setting_problem() {
+            Some((field, problem)) => {
+                let key = format!("destinations.{name}.{field}");
+                bail!("{key} ({}): {problem}", queuebox_config::env_var_for(&key))
+            }
+            None => return Err(error).with_context(|| format!("destinations.{name}")),
+        },
+    };
     Ok(Arc::new(publisher))
 }
 
