@@ -26,6 +26,10 @@ cargo build -p queuebox
 echo "== cargo test"
 cargo test --workspace --no-fail-fast
 
+# The capture example's own smoke test (a few seconds): the example keeps working as its README says.
+echo "== examples/cdc smoke test"
+QB_BIN="${CARGO_TARGET_DIR:-target}/debug/queuebox" bash examples/cdc/smoke.sh
+
 # The Rust pull client is a crate of its own (its own workspace and lock file): check it the same way.
 client=clients/rust/Cargo.toml
 echo "== clients/rust: fmt, clippy, test"
