@@ -75,26 +75,25 @@ async fn verify_full_with_the_ca_runs_the_pool_and_capture_over_tls() {
     let mut qb = launch.spawn(&[]);
     qb.wait_live(port, START).await;
     qb.wait_for_log("capture streaming", START).await;
+    // Everything is read first and asserted only after the slot is gone, so a failure does not
+    // leave a slot behind (it would keep WAL and its database).
     let (pooled, all_tls) = tls_sessions(&db, &db.url, "queuebox").await;
-    assert!(
-        pooled > 0 && all_tls,
-        "{pooled} pool sessions, all TLS: {all_tls}"
-    );
     let capture_url = format!(
         "postgres://{capture_user}:{capture_password}@{}/{}",
         db.host_port, db.name
     );
     let (walsenders, capture_tls) = tls_sessions(&db, &capture_url, "queuebox-capture").await;
-    assert!(
-        walsenders == 1 && capture_tls,
-        "{walsenders} capture sessions, TLS: {capture_tls}"
-    );
     db.execute("INSERT INTO outbox (topic, payload) VALUES ('tls.test', '{}')")
         .await;
-    receiver.wait_for(1, Duration::from_secs(5)).await;
+    let delivered = tokio::time::timeout(Duration::from_secs(5), async {
+        while receiver.count() == 0 {
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+    })
+    .await
+    .is_ok();
     qb.terminate();
     let status = qb.wait_exit(START).await;
-    assert!(status.success(), "{}", qb.log());
     // The slot outlives QueueBox by design; drop it so the database can go.
     let mut connection = PgConnection::connect(&capture_url).await.expect("connect");
     // The walsender of the stopped process may take a moment to end.
@@ -110,6 +109,20 @@ async fn verify_full_with_the_ca_runs_the_pool_and_capture_over_tls() {
     }
     let _ = connection.close().await;
     db.drop_database().await;
+    assert!(status.success(), "{}", qb.log());
+    assert!(
+        pooled > 0 && all_tls,
+        "{pooled} pool sessions, all TLS: {all_tls}"
+    );
+    assert!(
+        walsenders == 1 && capture_tls,
+        "{walsenders} capture sessions, TLS: {capture_tls}"
+    );
+    assert!(
+        delivered,
+        "the row was not delivered over TLS; log:\n{}",
+        qb.log()
+    );
 }
 
 #[tokio::test]
