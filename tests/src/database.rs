@@ -125,3 +125,43 @@ impl TestDatabase {
         }
     }
 }
+
+/// Drops replication slot `slot` through `url` (a connection to the slot's own database, as an
+/// account that may drop it), waiting up to `deadline` for the walsender of a stopped QueueBox to
+/// end. `Ok` when no such slot is left; a slot left behind keeps WAL and its database.
+///
+/// # Errors
+/// The connection failed, or the slot was still active at the deadline.
+pub async fn drop_replication_slot(
+    url: &str,
+    slot: &str,
+    deadline: std::time::Duration,
+) -> Result<(), String> {
+    let mut connection = PgConnection::connect(url)
+        .await
+        .map_err(|e| format!("connect to drop slot {slot}: {e}"))?;
+    let started = std::time::Instant::now();
+    let outcome = loop {
+        let _ = sqlx::query(
+            "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1 AND NOT active",
+        )
+        .bind(slot)
+        .execute(&mut connection)
+        .await;
+        let left: Result<i64, _> =
+            sqlx::query_scalar("SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1")
+                .bind(slot)
+                .fetch_one(&mut connection)
+                .await;
+        match left {
+            Ok(0) => break Ok(()),
+            Ok(_) if started.elapsed() < deadline => {
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+            Ok(_) => break Err(format!("slot {slot} stayed active for {deadline:?}")),
+            Err(e) => break Err(format!("count slots: {e}")),
+        }
+    };
+    let _ = connection.close().await;
+    outcome
+}

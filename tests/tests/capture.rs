@@ -5,7 +5,7 @@
 //! Each test has its own database and its own slot (slots are per server); the slot is dropped
 //! before the database, since a slot keeps its database from being dropped.
 
-use queuebox_tests::database::TestDatabase;
+use queuebox_tests::database::{TestDatabase, drop_replication_slot};
 use queuebox_tests::free_port;
 use queuebox_tests::process::{Launch, QueueBox};
 use queuebox_tests::receiver::{Policy, Receiver};
@@ -214,49 +214,28 @@ impl World {
             .expect("read the log position")
     }
 
-    /// A plain connection to the test database as the capture account.
-    async fn connect_as_capture(&self) -> PgConnection {
+    /// The URL of the test database as the capture account.
+    fn capture_url(&self) -> String {
         let (user, password) = capture_account();
-        let url = format!(
+        format!(
             "postgres://{user}:{password}@{}/{}",
             self.db().host_port,
             self.db().name
-        );
-        PgConnection::connect(&url)
+        )
+    }
+
+    /// A plain connection to the test database as the capture account.
+    async fn connect_as_capture(&self) -> PgConnection {
+        PgConnection::connect(&self.capture_url())
             .await
             .expect("connect as the capture account")
     }
 
     /// Drops the slot as the capture account (a logical slot is dropped from its own database).
     async fn drop_slot(&self) {
-        let mut connection = self.connect_as_capture().await;
-        // The walsender of a stopped QueueBox may take a moment to end.
-        let started = Instant::now();
-        loop {
-            let _ = sqlx::query(
-                "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1 AND NOT active",
-            )
-            .bind(&self.slot)
-            .execute(&mut connection)
-            .await;
-            let left: i64 = sqlx::query_scalar(
-                "SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1",
-            )
-            .bind(&self.slot)
-            .fetch_one(&mut connection)
-            .await
-            .expect("count slots");
-            if left == 0 {
-                break;
-            }
-            assert!(
-                started.elapsed() < START,
-                "slot {} stayed active",
-                self.slot
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
+        if let Err(error) = drop_replication_slot(&self.capture_url(), &self.slot, START).await {
+            panic!("{error}");
         }
-        let _ = connection.close().await;
     }
 
     /// Drops the slot and the database; [`Drop`] does the same for a test that panicked first.
@@ -289,29 +268,8 @@ impl Drop for World {
             runtime.block_on(async move {
                 let (user, password) = capture_account();
                 let url = format!("postgres://{user}:{password}@{}/{}", db.host_port, db.name);
-                if let Ok(mut connection) = PgConnection::connect(&url).await {
-                    let started = Instant::now();
-                    while started.elapsed() < Duration::from_secs(10) {
-                        let _ = sqlx::query(
-                            "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1 AND NOT active",
-                        )
-                        .bind(&slot)
-                        .execute(&mut connection)
-                        .await;
-                        let left: i64 = sqlx::query_scalar(
-                            "SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1",
-                        )
-                        .bind(&slot)
-                        .fetch_one(&mut connection)
-                        .await
-                        .unwrap_or(0);
-                        if left == 0 {
-                            break;
-                        }
-                        tokio::time::sleep(Duration::from_millis(100)).await;
-                    }
-                    let _ = connection.close().await;
-                }
+                // Best effort: the test has failed already, and its own message matters more.
+                let _ = drop_replication_slot(&url, &slot, Duration::from_secs(10)).await;
                 db.drop_database().await;
             });
         });

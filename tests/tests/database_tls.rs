@@ -3,7 +3,7 @@
 //! the server presents (`QB_TEST_PG_OTHER_CA`). The pool and the capture connection both follow the
 //! URL's `sslmode`.
 
-use queuebox_tests::database::TestDatabase;
+use queuebox_tests::database::{TestDatabase, drop_replication_slot};
 use queuebox_tests::free_port;
 use queuebox_tests::process::Launch;
 use queuebox_tests::receiver::{Policy, Receiver};
@@ -95,21 +95,10 @@ async fn verify_full_with_the_ca_runs_the_pool_and_capture_over_tls() {
     qb.terminate();
     let status = qb.wait_exit(START).await;
     // The slot outlives QueueBox by design; drop it so the database can go.
-    let mut connection = PgConnection::connect(&capture_url).await.expect("connect");
-    // The walsender of the stopped process may take a moment to end.
-    let started = std::time::Instant::now();
-    while sqlx::query("SELECT pg_drop_replication_slot($1)")
-        .bind(&slot)
-        .execute(&mut connection)
-        .await
-        .is_err()
-    {
-        assert!(started.elapsed() < START, "slot {slot} stayed active");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let _ = connection.close().await;
+    let dropped = drop_replication_slot(&capture_url, &slot, START).await;
     db.drop_database().await;
     assert!(status.success(), "{}", qb.log());
+    assert_eq!(dropped, Ok(()));
     assert!(
         pooled > 0 && all_tls,
         "{pooled} pool sessions, all TLS: {all_tls}"

@@ -14,7 +14,6 @@ mod wake;
 #[cfg(test)]
 mod tests;
 
-pub use files::StateFiles;
 pub use follower::follow_wakes;
 pub use runner::{CaptureOptions, CaptureRunner};
 pub use wake::{DeliveryWake, IdleWaking};
