@@ -32,6 +32,10 @@ PG_TLS_DIR=/etc/postgresql/$PG_VERSION/main/queuebox-tls
 AMQP_PORT=5672
 RABBITMQ_START_SECONDS=120
 
+NATS_PORT=4222
+# JetStream's state (streams, consumers) lives here; the log beside it.
+NATS_DIR=/var/lib/queuebox-nats
+
 apt_updated=0
 apt_install() {
   if [ "$apt_updated" -eq 0 ]; then
@@ -212,5 +216,23 @@ CONF
   echo "export QB_TEST_AMQP_URL=amqp://guest:guest@127.0.0.1:$AMQP_PORT/%2f"
 }
 
+# NATS from Debian's package, with JetStream on and its state in $NATS_DIR, on loopback. The server
+# is started by hand in the background (no systemd); one already answering on the port is kept.
+start_nats() {
+  command -v nats-server >/dev/null 2>&1 || apt_install nats-server
+  if ! bash -c "exec 3<>/dev/tcp/127.0.0.1/$NATS_PORT" 2>/dev/null; then
+    mkdir -p "$NATS_DIR"
+    log "starting nats-server (JetStream, state in $NATS_DIR)"
+    nohup nats-server -a 127.0.0.1 -p "$NATS_PORT" -js -sd "$NATS_DIR" \
+      >>"$NATS_DIR/nats-server.log" 2>&1 </dev/null &
+  fi
+  # The port opens a moment before JetStream is ready; the monitoring-free way to know the server
+  # is fully up is its INFO line, which it sends first on every connection.
+  wait_for 30 "nats-server" bash -c "exec 3<>/dev/tcp/127.0.0.1/$NATS_PORT && head -c 4 <&3 | grep -q INFO"
+  log "NATS ready on 127.0.0.1:$NATS_PORT"
+  echo "export QB_TEST_NATS_URL=nats://127.0.0.1:$NATS_PORT"
+}
+
 start_postgres
 start_rabbitmq
+start_nats
