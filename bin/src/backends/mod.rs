@@ -37,6 +37,8 @@
 
 mod features;
 pub mod http;
+#[cfg(feature = "nats")]
+pub mod nats;
 #[cfg(feature = "postgres")]
 pub mod postgres;
 #[cfg(feature = "rabbitmq")]
@@ -76,9 +78,15 @@ pub async fn publisher(
         DestinationKind::Rabbitmq(_) => anyhow::bail!(
             Feature::Rabbitmq.missing(&format!("destinations.{name} is a rabbitmq destination"))
         ),
-        DestinationKind::Kafka(_) | DestinationKind::Nats(_) => {
-            Ok(unwired::publisher(name, destination.kind.name()))
-        }
+        #[cfg(feature = "nats")]
+        DestinationKind::Nats(config) => nats::publisher(settings, name, destination, config)
+            .await
+            .map(Some),
+        #[cfg(not(feature = "nats"))]
+        DestinationKind::Nats(_) => anyhow::bail!(
+            Feature::Nats.missing(&format!("destinations.{name} is a nats destination"))
+        ),
+        DestinationKind::Kafka(_) => Ok(unwired::publisher(name, destination.kind.name())),
     }
 }
 
@@ -99,7 +107,13 @@ pub async fn start_source(
         SourceKind::Rabbitmq(_) => anyhow::bail!(
             Feature::Rabbitmq.missing(&format!("sources.{name} is a rabbitmq source"))
         ),
-        SourceKind::Kafka(_) | SourceKind::Nats(_) => Ok(unwired::source(name, source.kind.name())),
+        #[cfg(feature = "nats")]
+        SourceKind::Nats(config) => nats::source(context, name, config),
+        #[cfg(not(feature = "nats"))]
+        SourceKind::Nats(_) => {
+            anyhow::bail!(Feature::Nats.missing(&format!("sources.{name} is a nats source")))
+        }
+        SourceKind::Kafka(_) => Ok(unwired::source(name, source.kind.name())),
     }
 }
 
