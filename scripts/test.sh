@@ -36,3 +36,16 @@ echo "== clients/rust: fmt, clippy, test"
 cargo fmt --manifest-path "$client" -- --check
 cargo clippy --manifest-path "$client" --all-targets -- -D warnings
 cargo test --manifest-path "$client" --no-fail-fast
+
+# The Go pull client (its own module; the go command fetches its modules through the module
+# proxy): vet, staticcheck (built once into a cache directory), and the tests with the race
+# detector, which run the shared conformance scenarios of clients/conformance.
+echo "== clients/go: vet, staticcheck, test -race"
+(
+    cd clients/go
+    export GOBIN="${QB_GOBIN:-/var/cache/queuebox-gobin}"
+    go vet ./...
+    go install honnef.co/go/tools/cmd/staticcheck@v0.8.2
+    "$GOBIN/staticcheck" ./...
+    go test -race -count=1 ./...
+)
