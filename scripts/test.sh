@@ -49,3 +49,13 @@ echo "== clients/go: vet, staticcheck, test -race"
     "$GOBIN/staticcheck" ./...
     go test -race -count=1 ./...
 )
+
+# The TypeScript pull client (its own npm package and lock file): install from the lock file,
+# build the ESM and CommonJS outputs with declarations under strict TypeScript, then node --test
+# (the shared conformance scenarios, the contract SQL check and the README's example program).
+echo "== clients/typescript: npm ci, build, node --test"
+(
+    cd clients/typescript
+    npm ci --no-audit --no-fund
+    npm test
+)

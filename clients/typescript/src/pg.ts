@@ -1,0 +1,35 @@
+import type { InboxClient, InboxConnection } from "./worker.js";
+
+/** The part of a `pg` pool client the adapter uses. */
+export interface PgClientLike {
+  query(config: { text: string; values?: unknown[]; rowMode?: "array" }): Promise<{ rows: unknown[]; rowCount: number | null }>;
+  release(destroy?: boolean | Error): void;
+}
+
+/** The part of a `pg` pool the adapter uses (`new pg.Pool(...)` has it). */
+export interface PgPoolLike {
+  connect(): Promise<PgClientLike>;
+}
+
+/** The connection adapter for a `pg` pool. The package imports no driver: you pass your pool. */
+export function fromPg(pool: PgPoolLike): InboxConnection {
+  if (pool === null || typeof pool !== "object" || typeof pool.connect !== "function") {
+    throw new Error("queuebox: fromPg needs a pg Pool");
+  }
+  return {
+    async acquire(): Promise<InboxClient> {
+      const client = await pool.connect();
+      return {
+        async query(text, params, rowMode) {
+          const config: { text: string; values: unknown[]; rowMode?: "array" } = { text, values: [...params] };
+          if (rowMode !== undefined) config.rowMode = rowMode;
+          const result = await client.query(config);
+          return { rows: result.rows, rowCount: result.rowCount ?? 0 };
+        },
+        release(destroy = false) {
+          client.release(destroy);
+        },
+      };
+    },
+  };
+}
