@@ -32,6 +32,27 @@ PG_TLS_DIR=/etc/postgresql/$PG_VERSION/main/queuebox-tls
 AMQP_PORT=5672
 RABBITMQ_START_SECONDS=120
 
+# Apache Kafka from its Maven Central jars (Debian has no package), one KRaft node on loopback:
+# a PLAINTEXT listener, and a SASL_PLAINTEXT listener with SCRAM for the security tests. The
+# authorizer lets PLAINTEXT clients (principal ANONYMOUS) and the SCRAM user queuebox do anything;
+# the SCRAM user queuebox-denied has no ACL at all, so its requests are refused as unauthorized.
+KAFKA_VERSION=4.0.0
+KAFKA_PORT=9092
+KAFKA_SASL_PORT=9094
+KAFKA_CONTROLLER_PORT=9093
+# A third listener that binds one port and advertises another, where a test puts a TCP proxy of
+# its own: clients that bootstrap through the proxy keep talking through it, so a test can hold
+# the broker's answers (a silent broker) or cut the link.
+KAFKA_PROXIED_PORT=9096
+KAFKA_PROXY_PORT=9095
+KAFKA_JARS=/var/cache/queuebox-kafka/$KAFKA_VERSION
+KAFKA_HOME=/var/lib/queuebox-kafka
+KAFKA_START_SECONDS=120
+KAFKA_SCRAM_USER=queuebox
+KAFKA_SCRAM_PASSWORD=queuebox-secret
+KAFKA_DENIED_USER=queuebox-denied
+KAFKA_DENIED_PASSWORD=queuebox-denied-secret
+
 NATS_PORT=4222
 # JetStream's state (streams, consumers) lives here; the log beside it.
 NATS_DIR=/var/lib/queuebox-nats
@@ -233,6 +254,129 @@ start_nats() {
   echo "export QB_TEST_NATS_URL=nats://127.0.0.1:$NATS_PORT"
 }
 
+# Kafka: the broker jars come from Maven Central through a throwaway Maven project (fetched once
+# into $KAFKA_JARS), the storage is formatted once with the SCRAM users, and the broker runs in the
+# background with its log in $KAFKA_HOME/broker.log.
+fetch_kafka_jars() {
+  [ -f "$KAFKA_JARS/.complete" ] && return 0
+  command -v mvn >/dev/null 2>&1 || apt_install maven
+  command -v java >/dev/null 2>&1 || apt_install openjdk-17-jre-headless
+  log "fetching the Kafka $KAFKA_VERSION jars from Maven Central"
+  local project
+  project=$(mktemp -d)
+  cat > "$project/pom.xml" <<POM
+<project xmlns="http://maven.apache.org/POM/4.0.0">
+  <modelVersion>4.0.0</modelVersion>
+  <groupId>queuebox.services</groupId>
+  <artifactId>kafka-broker</artifactId>
+  <version>1</version>
+  <dependencies>
+    <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka_2.13</artifactId><version>$KAFKA_VERSION</version></dependency>
+    <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka-tools</artifactId><version>$KAFKA_VERSION</version></dependency>
+    <dependency><groupId>org.slf4j</groupId><artifactId>slf4j-reload4j</artifactId><version>1.7.36</version></dependency>
+  </dependencies>
+</project>
+POM
+  rm -rf "$KAFKA_JARS"
+  mkdir -p "$KAFKA_JARS"
+  (cd "$project" && mvn -q -B dependency:copy-dependencies -DoutputDirectory="$KAFKA_JARS/libs") >&2 \
+    || die "fetching the Kafka jars failed"
+  rm -rf "$project"
+  touch "$KAFKA_JARS/.complete"
+}
+
+kafka_answers() { bash -c "exec 3<>/dev/tcp/127.0.0.1/$1" 2>/dev/null; }
+
+start_kafka() {
+  fetch_kafka_jars
+  mkdir -p "$KAFKA_HOME"
+  local conf="$KAFKA_HOME/server.properties" wanted
+  wanted=$(cat <<CONF
+# Written by QueueBox scripts/services.sh for the test suite: one KRaft node on loopback.
+process.roles=broker,controller
+node.id=1
+controller.quorum.voters=1@127.0.0.1:$KAFKA_CONTROLLER_PORT
+listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT,SASL_PLAINTEXT://127.0.0.1:$KAFKA_SASL_PORT,PROXIED://127.0.0.1:$KAFKA_PROXIED_PORT,CONTROLLER://127.0.0.1:$KAFKA_CONTROLLER_PORT
+advertised.listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT,SASL_PLAINTEXT://127.0.0.1:$KAFKA_SASL_PORT,PROXIED://127.0.0.1:$KAFKA_PROXY_PORT
+controller.listener.names=CONTROLLER
+inter.broker.listener.name=PLAINTEXT
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,PROXIED:PLAINTEXT,CONTROLLER:PLAINTEXT
+sasl.enabled.mechanisms=SCRAM-SHA-256,SCRAM-SHA-512
+listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
+super.users=User:ANONYMOUS;User:$KAFKA_SCRAM_USER
+allow.everyone.if.no.acl.found=false
+log.dirs=$KAFKA_HOME/data
+num.partitions=1
+offsets.topic.replication.factor=1
+offsets.topic.num.partitions=4
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+share.coordinator.state.topic.replication.factor=1
+share.coordinator.state.topic.min.isr=1
+group.initial.rebalance.delay.ms=0
+# Tests create their topics, so a publish to a missing topic shows as one.
+auto.create.topics.enable=false
+CONF
+)
+  local running=0
+  kafka_answers "$KAFKA_PORT" && running=1
+  if [ "$(cat "$conf" 2>/dev/null)" != "$wanted" ]; then
+    # Settings changed (or first run): the test broker's data is disposable, so stop it, write
+    # the settings and format the storage again with them.
+    if [ "$running" -eq 1 ]; then
+      log "stopping Kafka to apply new settings"
+      pkill -f 'kafka\.Kafka ' || true
+      wait_for 60 "Kafka stop" sh -c "! pgrep -f 'kafka\\.Kafka ' >/dev/null"
+      running=0
+    fi
+    log "writing $conf"
+    printf '%s\n' "$wanted" > "$conf"
+    rm -rf "$KAFKA_HOME/data"
+  fi
+  if ! [ -f "$KAFKA_HOME/data/meta.properties" ]; then
+    log "formatting the Kafka storage"
+    local cluster
+    cluster=$(java -cp "$KAFKA_JARS/libs/*" kafka.tools.StorageTool random-uuid)
+    java -cp "$KAFKA_JARS/libs/*" kafka.tools.StorageTool format -t "$cluster" -c "$conf" \
+      --add-scram "SCRAM-SHA-256=[name=$KAFKA_SCRAM_USER,password=$KAFKA_SCRAM_PASSWORD]" \
+      --add-scram "SCRAM-SHA-512=[name=$KAFKA_SCRAM_USER,password=$KAFKA_SCRAM_PASSWORD]" \
+      --add-scram "SCRAM-SHA-256=[name=$KAFKA_DENIED_USER,password=$KAFKA_DENIED_PASSWORD]" >&2
+  fi
+  # The broker's own log, at INFO, to broker.log (reload4j reads this file).
+  printf '%s\n' 'log4j.rootLogger=INFO, stdout' \
+    'log4j.appender.stdout=org.apache.log4j.ConsoleAppender' \
+    'log4j.appender.stdout.layout=org.apache.log4j.PatternLayout' \
+    'log4j.appender.stdout.layout.ConversionPattern=[%d] %p %m (%c)%n' > "$KAFKA_HOME/log4j.properties"
+  if [ "$running" -eq 0 ]; then
+    log "starting Kafka $KAFKA_VERSION"
+    nohup java -Xmx512m -Dlog4j.configuration="file:$KAFKA_HOME/log4j.properties" -cp "$KAFKA_JARS/libs/*" kafka.Kafka "$conf" > "$KAFKA_HOME/broker.log" 2>&1 &
+  fi
+  wait_for "$KAFKA_START_SECONDS" "Kafka" kafka_answers "$KAFKA_PORT"
+  wait_for 30 "Kafka SASL listener" kafka_answers "$KAFKA_SASL_PORT"
+  log "Kafka ready on 127.0.0.1:$KAFKA_PORT (SASL/SCRAM on $KAFKA_SASL_PORT)"
+  echo "export QB_TEST_KAFKA_BOOTSTRAP=127.0.0.1:$KAFKA_PORT"
+  echo "export QB_TEST_KAFKA_SASL_BOOTSTRAP=127.0.0.1:$KAFKA_SASL_PORT"
+  echo "export QB_TEST_KAFKA_SCRAM=$KAFKA_SCRAM_USER:$KAFKA_SCRAM_PASSWORD"
+  echo "export QB_TEST_KAFKA_DENIED_SCRAM=$KAFKA_DENIED_USER:$KAFKA_DENIED_PASSWORD"
+  echo "export QB_TEST_KAFKA_PROXIED=127.0.0.1:$KAFKA_PROXY_PORT->127.0.0.1:$KAFKA_PROXIED_PORT"
+}
+
+# What building the Kafka adapter needs beyond Rust: librdkafka is compiled from the rdkafka
+# crate's sources with cmake, against Debian's OpenSSL (SSL and SASL/SCRAM) and zlib.
+install_build_tools() {
+  local missing=()
+  command -v cmake >/dev/null 2>&1 || missing+=(cmake)
+  command -v pkg-config >/dev/null 2>&1 || missing+=(pkg-config)
+  command -v g++ >/dev/null 2>&1 || missing+=(g++)
+  dpkg -s libssl-dev >/dev/null 2>&1 || missing+=(libssl-dev)
+  dpkg -s zlib1g-dev >/dev/null 2>&1 || missing+=(zlib1g-dev)
+  [ "${#missing[@]}" -eq 0 ] || apt_install "${missing[@]}"
+}
+
+install_build_tools
 start_postgres
 start_rabbitmq
+start_kafka
 start_nats

@@ -37,6 +37,8 @@
 
 mod features;
 pub mod http;
+#[cfg(feature = "kafka")]
+pub mod kafka;
 #[cfg(feature = "nats")]
 pub mod nats;
 #[cfg(feature = "postgres")]
@@ -86,7 +88,14 @@ pub async fn publisher(
         DestinationKind::Nats(_) => anyhow::bail!(
             Feature::Nats.missing(&format!("destinations.{name} is a nats destination"))
         ),
-        DestinationKind::Kafka(_) => Ok(unwired::publisher(name, destination.kind.name())),
+        #[cfg(feature = "kafka")]
+        DestinationKind::Kafka(config) => kafka::publisher(settings, name, destination, config)
+            .await
+            .map(Some),
+        #[cfg(not(feature = "kafka"))]
+        DestinationKind::Kafka(_) => anyhow::bail!(
+            Feature::Kafka.missing(&format!("destinations.{name} is a kafka destination"))
+        ),
     }
 }
 
@@ -113,7 +122,12 @@ pub async fn start_source(
         SourceKind::Nats(_) => {
             anyhow::bail!(Feature::Nats.missing(&format!("sources.{name} is a nats source")))
         }
-        SourceKind::Kafka(_) => Ok(unwired::source(name, source.kind.name())),
+        #[cfg(feature = "kafka")]
+        SourceKind::Kafka(config) => kafka::source(context, name, config),
+        #[cfg(not(feature = "kafka"))]
+        SourceKind::Kafka(_) => {
+            anyhow::bail!(Feature::Kafka.missing(&format!("sources.{name} is a kafka source")))
+        }
     }
 }
 
