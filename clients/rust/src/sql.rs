@@ -4,166 +4,124 @@
 //! with the table and column names taken from [`crate::Schema`]; that directory's comments explain
 //! the claim. Each statement is rendered once, when the worker is built.
 
+//! The statements of the pull contract, rendered for a schema.
+//!
+//! They are the files of `examples/pull/sql/postgresql` themselves (the five, and the optional
+//! release), compiled in with `include_str!`, so the worker cannot drift from the contract that
+//! the Go and TypeScript clients run too; that directory's comments explain the claim. For a
+//! mapped schema the table and column names are renamed word by word (every occurrence of a
+//! word, aliases that reuse a column name included, which is a consistent renaming), comments are
+//! dropped and the `:name` parameters become positions. Each statement is rendered once, when the
+//! worker is built.
+
+use std::collections::HashSet;
 use std::sync::Arc;
 
+use crate::Error;
 use crate::named::to_positional;
 use crate::schema::Quoted;
 
-const BUSY: &str = "SELECT 1 FROM {table} b
-                     WHERE b.{source} = CAST(:source AS text) AND b.{consumption} = 'pull'
-                       AND b.{state} = 'processing' AND b.{aggregate_id} = {agg}
-                       AND b.{lease_expires_at} > now()";
+/// The contract files, by the name the worker knows them by.
+const CONTRACT: [(&str, &str); 6] = [
+    (
+        "claim",
+        include_str!("../../../examples/pull/sql/postgresql/claim.sql"),
+    ),
+    (
+        "renew",
+        include_str!("../../../examples/pull/sql/postgresql/renew.sql"),
+    ),
+    (
+        "complete",
+        include_str!("../../../examples/pull/sql/postgresql/complete.sql"),
+    ),
+    (
+        "retry",
+        include_str!("../../../examples/pull/sql/postgresql/retry.sql"),
+    ),
+    (
+        "dead",
+        include_str!("../../../examples/pull/sql/postgresql/dead.sql"),
+    ),
+    (
+        "release",
+        include_str!("../../../examples/pull/sql/postgresql/release.sql"),
+    ),
+];
 
-const CLAIM: &str = "
-WITH RECURSIVE walk (agg, id, due, created, ready, steps, ready_count) AS (
-    SELECT h.agg, h.id, h.due, h.created, r.ready, 1, r.ready
-      FROM (SELECT i.{aggregate_id} AS agg, i.{id} AS id, i.{scheduled_at} AS due,
-                   i.{created_at} AS created
-              FROM {table} i
-             WHERE i.{source} = CAST(:source AS text) AND i.{consumption} = 'pull'
-               AND i.{state} = 'pending' AND i.{aggregate_id} IS NOT NULL
-             ORDER BY i.{aggregate_id}, i.{scheduled_at}, i.{created_at}, i.{id}
-             LIMIT 1) h
-     CROSS JOIN LATERAL (
-        SELECT CASE WHEN h.due <= now() AND NOT EXISTS ({busy_h}) THEN 1 ELSE 0 END AS ready) r
-  UNION ALL
-    SELECT h.agg, h.id, h.due, h.created, r.ready, w.steps + 1, w.ready_count + r.ready
-      FROM walk w
-     CROSS JOIN LATERAL (
-        SELECT i.{aggregate_id} AS agg, i.{id} AS id, i.{scheduled_at} AS due,
-               i.{created_at} AS created
-          FROM {table} i
-         WHERE i.{source} = CAST(:source AS text) AND i.{consumption} = 'pull'
-           AND i.{state} = 'pending' AND i.{aggregate_id} > w.agg
-         ORDER BY i.{aggregate_id}, i.{scheduled_at}, i.{created_at}, i.{id}
-         LIMIT 1) h
-     CROSS JOIN LATERAL (
-        SELECT CASE WHEN h.due <= now() AND NOT EXISTS ({busy_h}) THEN 1 ELSE 0 END AS ready) r
-     WHERE w.ready_count < CAST(:cand_limit AS int) AND w.steps < 4 * CAST(:cand_limit AS int)
-),
-oldest AS (
-    SELECT i.{id} AS id, i.{aggregate_id} AS agg, i.{scheduled_at} AS due, i.{created_at} AS created
-      FROM {table} i
-     WHERE i.{source} = CAST(:source AS text) AND i.{consumption} = 'pull'
-       AND i.{state} = 'pending' AND i.{scheduled_at} <= now()
-     ORDER BY i.{scheduled_at}, i.{created_at}, i.{id}
-     LIMIT CAST(:cand_limit AS int)
-),
-expired AS (
-    SELECT i.{id} AS id, i.{aggregate_id} AS agg, i.{scheduled_at} AS due, i.{created_at} AS created
-      FROM {table} i
-     WHERE i.{source} = CAST(:source AS text) AND i.{consumption} = 'pull'
-       AND i.{state} = 'processing' AND i.{lease_expires_at} <= now()
-     ORDER BY i.{lease_expires_at}, i.{id}
-     LIMIT CAST(:cand_limit AS int)
-),
--- Each set carries the columns the ranking needs, so that no plan goes back to the table for
--- them: a generic plan cannot see how few candidates there are and would scan the whole table.
--- The short way ranks the window and the expired leases alone; when it finds :batch rows, none
--- after the window's last row, the long way (with the walk) would pick the same rows, so the walk
--- never runs. The proof is in examples/pull/sql/postgresql/claim.sql.
-near AS (
-    SELECT n.id, n.agg, n.due, n.created,
-           row_number() OVER (
-               PARTITION BY n.agg, CASE WHEN n.agg IS NULL THEN n.id END
-               ORDER BY n.lane, n.due, n.created, n.id) AS place
-      FROM (SELECT id, agg, due, created, 1 AS lane FROM oldest
-            UNION ALL SELECT id, agg, due, created, 0 FROM expired) n
-),
-near_picked AS (
-    SELECT c.id, c.due, c.created
-      FROM near c
-     WHERE c.place = 1 AND (c.agg IS NULL OR NOT EXISTS ({busy_c}))
-     ORDER BY c.due, c.created, c.id
-     LIMIT CAST(:batch AS int)
-),
-short_way AS (
-    SELECT count(*) >= CAST(:batch AS int)
-           AND NOT EXISTS (
-               SELECT 1
-                 FROM near_picked n
-                 JOIN (SELECT due, created, id FROM oldest
-                        ORDER BY due DESC, created DESC, id DESC LIMIT 1) last
-                   ON (n.due, n.created, n.id) > (last.due, last.created, last.id)) AS enough
-      FROM near_picked
-),
-pool AS (
-    SELECT id, agg, due, created, 1 AS lane FROM walk WHERE ready = 1
-    UNION SELECT id, agg, due, created, 1 FROM oldest
-    UNION SELECT id, agg, due, created, 0 FROM expired
-),
-candidates AS (
-    SELECT p.id, p.agg, p.due, p.created,
-           row_number() OVER (
-               PARTITION BY p.agg, CASE WHEN p.agg IS NULL THEN p.id END
-               ORDER BY p.lane, p.due, p.created, p.id) AS place
-      FROM pool p
-),
-picked AS (
-    SELECT id FROM near_picked WHERE (SELECT enough FROM short_way)
-    UNION ALL
-    (SELECT c.id
-       FROM candidates c
-      WHERE NOT (SELECT enough FROM short_way)
-        AND c.place = 1 AND (c.agg IS NULL OR NOT EXISTS ({busy_c}))
-      ORDER BY c.due, c.created, c.id
-      LIMIT CAST(:batch AS int))
-),
-locked AS (
-    SELECT i.{id} AS id
-      FROM {table} i
-     WHERE i.{id} IN (SELECT id FROM picked)
-       AND i.{source} = CAST(:source AS text) AND i.{consumption} = 'pull'
-       AND ((i.{state} = 'pending' AND i.{scheduled_at} <= now())
-            OR (i.{state} = 'processing' AND i.{lease_expires_at} <= now()))
-     FOR UPDATE SKIP LOCKED
-)
-UPDATE {table} t
-   SET {state} = 'processing',
-       {claim_token} = gen_random_uuid(),
-       {claimed_at} = now(),
-       {lease_expires_at} = now() + CAST(:lease_ms AS bigint) * interval '1 millisecond'
-  FROM locked
- WHERE t.{id} = locked.id
-RETURNING t.{id} AS id, t.{claim_token} AS claim_token, t.{source} AS source,
-          t.{idempotency_key} AS idempotency_key, t.{aggregate_id} AS aggregate_id,
-          t.{event_type} AS event_type, t.{payload} AS payload, t.{headers} AS headers,
-          t.{attempt} AS attempt, t.{correlation_id} AS correlation_id, t.{created_at} AS created_at";
+/// Walks SQL text and lets `word` replace each bare word. Quoted text is copied untouched, `::`
+/// casts and `:name` parameters are kept as they are (for `to_positional`), `--` comments dropped.
+fn rename_words(sql: &str, mut word: impl FnMut(&str) -> Option<String>) -> String {
+    let bytes = sql.as_bytes();
+    let mut out = String::with_capacity(sql.len());
+    let is_start = |b: u8| b == b'_' || b.is_ascii_alphabetic();
+    let is_part = |b: u8| b == b'_' || b.is_ascii_alphanumeric();
+    let mut i = 0;
+    while i < bytes.len() {
+        let b = bytes[i];
+        if b == b'\'' || b == b'"' {
+            let close = sql[i + 1..]
+                .find(b as char)
+                .map_or(sql.len(), |p| i + 1 + p + 1);
+            out.push_str(&sql[i..close]);
+            i = close;
+        } else if b == b'-' && bytes.get(i + 1) == Some(&b'-') {
+            i = sql[i..].find('\n').map_or(sql.len(), |p| i + p);
+        } else if b == b':' && bytes.get(i + 1) == Some(&b':') {
+            out.push_str("::");
+            i += 2;
+        } else if b == b':' || b.is_ascii_digit() {
+            // A parameter name or a number: copied whole, never renamed.
+            let mut end = i + 1;
+            while end < bytes.len() && is_part(bytes[end]) {
+                end += 1;
+            }
+            out.push_str(&sql[i..end]);
+            i = end;
+        } else if is_start(b) {
+            let mut end = i;
+            while end < bytes.len() && is_part(bytes[end]) {
+                end += 1;
+            }
+            let w = &sql[i..end];
+            match word(w) {
+                Some(new) => out.push_str(&new),
+                None => out.push_str(w),
+            }
+            i = end;
+        } else {
+            let c = sql[i..].chars().next().unwrap_or(' ');
+            out.push(c);
+            i += c.len_utf8();
+        }
+    }
+    out.trim().to_owned()
+}
 
-/// The fence every write after the claim carries: this row, this token, still ours.
-///
-/// The state is compared as `{state} || ''` so that the id is the only way in. Written plainly,
-/// `state = 'processing'` matches an index on the state (and one partial on processing rows),
-/// which the planner takes whenever its statistics say that almost no row is processing; that
-/// scan then reads the entries of every row processed since the last vacuum, dead ones included,
-/// once per write (tests/fence_plan.rs builds that case).
-const FENCE: &str = "WHERE {id} = CAST(:id AS uuid) AND {claim_token} = CAST(:token AS uuid)
-   AND {state} || '' = 'processing' AND {lease_expires_at} > now()";
-
-const RENEW: &str = "UPDATE {table}
-   SET {lease_expires_at} = now() + CAST(:lease_ms AS bigint) * interval '1 millisecond'
- {fence}";
-
-const COMPLETE: &str = "UPDATE {table}
-   SET {state} = 'processed', {processed_at} = now(), {claim_token} = NULL, {lease_expires_at} = NULL
- {fence}";
-
-const RETRY: &str = "UPDATE {table}
-   SET {state} = 'pending', {attempt} = {attempt} + 1,
-       {scheduled_at} = now() + CAST(:delay_ms AS bigint) * interval '1 millisecond',
-       {last_error} = CAST(:error AS text), {claim_token} = NULL, {lease_expires_at} = NULL
- {fence}";
-
-/// Not one of the contract's five: the worker hands back a claimed row that no handler started
-/// (a stop while it waited), so that it need not wait out its lease.
-const RELEASE: &str = "UPDATE {table}
-   SET {state} = 'pending', {claim_token} = NULL, {lease_expires_at} = NULL
- {fence}";
-
-const DEAD: &str = "UPDATE {table}
-   SET {state} = 'dead', {last_error} = CAST(:error AS text),
-       {claim_token} = NULL, {lease_expires_at} = NULL
- {fence}";
+/// The contract's table and column names, each with the quoted name the schema gives it.
+fn renames(q: &Quoted) -> [(&'static str, &str); 19] {
+    [
+        ("inbox", &q.table),
+        ("id", &q.id),
+        ("source", &q.source),
+        ("idempotency_key", &q.idempotency_key),
+        ("aggregate_id", &q.aggregate_id),
+        ("event_type", &q.event_type),
+        ("payload", &q.payload),
+        ("headers", &q.headers),
+        ("state", &q.state),
+        ("consumption", &q.consumption),
+        ("attempt", &q.attempt),
+        ("last_error", &q.last_error),
+        ("scheduled_at", &q.scheduled_at),
+        ("created_at", &q.created_at),
+        ("processed_at", &q.processed_at),
+        ("claimed_at", &q.claimed_at),
+        ("claim_token", &q.claim_token),
+        ("lease_expires_at", &q.lease_expires_at),
+        ("correlation_id", &q.correlation_id),
+    ]
+}
 
 /// One rendered statement: positional SQL and the parameter names in position order.
 #[derive(Debug, Clone)]
@@ -182,40 +140,15 @@ pub(crate) struct Statements {
     pub release: Statement,
 }
 
-fn fill(template: &str, q: &Quoted) -> String {
-    let text = template
-        .replace("{busy_h}", &BUSY.replace("{agg}", "h.agg"))
-        .replace("{busy_c}", &BUSY.replace("{agg}", "c.agg"))
-        .replace("{fence}", FENCE);
-    let pairs: [(&str, &str); 19] = [
-        ("{table}", &q.table),
-        ("{id}", &q.id),
-        ("{source}", &q.source),
-        ("{idempotency_key}", &q.idempotency_key),
-        ("{aggregate_id}", &q.aggregate_id),
-        ("{event_type}", &q.event_type),
-        ("{payload}", &q.payload),
-        ("{headers}", &q.headers),
-        ("{state}", &q.state),
-        ("{consumption}", &q.consumption),
-        ("{attempt}", &q.attempt),
-        ("{last_error}", &q.last_error),
-        ("{scheduled_at}", &q.scheduled_at),
-        ("{created_at}", &q.created_at),
-        ("{processed_at}", &q.processed_at),
-        ("{claimed_at}", &q.claimed_at),
-        ("{claim_token}", &q.claim_token),
-        ("{lease_expires_at}", &q.lease_expires_at),
-        ("{correlation_id}", &q.correlation_id),
-    ];
-    // Names are quoted identifiers (no braces), so one pass cannot create a new placeholder.
-    pairs
-        .iter()
-        .fold(text, |acc, (from, to)| acc.replace(from, to))
-}
-
-fn render(template: &str, q: &Quoted) -> Statement {
-    let positional = to_positional(&fill(template, q));
+fn render(sql: &str, pairs: &[(&'static str, &str)]) -> Statement {
+    let renamed = rename_words(sql, |w| {
+        let lower = w.to_ascii_lowercase();
+        pairs
+            .iter()
+            .find(|(from, _)| *from == lower)
+            .map(|(_, to)| (*to).to_owned())
+    });
+    let positional = to_positional(&renamed);
     Statement {
         sql: Arc::from(positional.sql),
         names: positional.names,
@@ -223,15 +156,45 @@ fn render(template: &str, q: &Quoted) -> Statement {
 }
 
 impl Statements {
-    pub(crate) fn new(q: &Quoted) -> Self {
-        Self {
-            claim: render(CLAIM, q),
-            renew: render(RENEW, q),
-            complete: render(COMPLETE, q),
-            retry: render(RETRY, q),
-            dead: render(DEAD, q),
-            release: render(RELEASE, q),
+    /// Renders the contract for the checked names. A mapped name equal to another word of the
+    /// statements (an alias, a CTE name, a keyword) could capture a reference, so it is refused.
+    pub(crate) fn new(q: &Quoted) -> Result<Self, Error> {
+        let pairs = renames(q);
+        let mut words = HashSet::new();
+        for (_, sql) in CONTRACT {
+            rename_words(sql, |w| {
+                let lower = w.to_ascii_lowercase();
+                if !pairs.iter().any(|(from, _)| *from == lower) {
+                    words.insert(lower);
+                }
+                None
+            });
         }
+        for (from, to) in &pairs {
+            // A quoted name, or a namespace-qualified table: compare the last bare part.
+            let bare = to.rsplit('.').next().unwrap_or(to).trim_matches('"');
+            let lower = bare.to_ascii_lowercase();
+            if lower != *from && words.contains(&lower) {
+                return Err(Error::Config(format!(
+                    "the schema name {bare:?} (for {from}) is a name the SQL statements already use for something else; rename the column or choose another mapping"
+                )));
+            }
+        }
+        let get = |name: &str| {
+            let sql = CONTRACT
+                .iter()
+                .find(|(n, _)| *n == name)
+                .map_or("", |(_, sql)| sql);
+            render(sql, &pairs)
+        };
+        Ok(Self {
+            claim: get("claim"),
+            renew: get("renew"),
+            complete: get("complete"),
+            retry: get("retry"),
+            dead: get("dead"),
+            release: get("release"),
+        })
     }
 }
 
@@ -242,7 +205,7 @@ impl Statements {
 pub fn worker_statements(
     schema: &crate::Schema,
 ) -> Result<Vec<(&'static str, crate::named::Positional)>, crate::Error> {
-    let s = Statements::new(&schema.quoted()?);
+    let s = Statements::new(&schema.quoted()?)?;
     let all = [
         ("claim", s.claim),
         ("renew", s.renew),
@@ -283,7 +246,7 @@ mod tests {
             ..Schema::default()
         };
         let q = schema.quoted().expect("valid schema");
-        let s = Statements::new(&q);
+        let s = Statements::new(&q).expect("renders");
         for st in [
             &s.claim,
             &s.renew,

@@ -118,7 +118,7 @@ impl InboxWorker {
     /// Checks the settings and renders the statements for the schema.
     pub fn new(pool: PgPool, options: Options) -> Result<Self, Error> {
         options.validate()?;
-        let statements = Statements::new(&options.schema.quoted()?);
+        let statements = Statements::new(&options.schema.quoted()?)?;
         Ok(Self {
             shared: Arc::new(Shared {
                 pool,
@@ -448,20 +448,23 @@ async fn rollback(tx: PgTransaction) {
 }
 
 fn decode(row: &sqlx::postgres::PgRow) -> Result<Claimed, sqlx::Error> {
-    let headers: serde_json::Value = row.try_get("headers")?;
+    // By position, in the contract's RETURNING order (a mapped schema renames the columns): id,
+    // claim_token, source, idempotency_key, aggregate_id, event_type, payload, headers, attempt,
+    // correlation_id, created_at.
+    let headers: serde_json::Value = row.try_get(7)?;
     Ok(Claimed {
-        token: row.try_get("claim_token")?,
+        token: row.try_get(1)?,
         message: Message {
-            id: row.try_get("id")?,
-            source: row.try_get("source")?,
-            idempotency_key: row.try_get("idempotency_key")?,
-            aggregate_id: row.try_get("aggregate_id")?,
-            event_type: row.try_get("event_type")?,
-            payload: row.try_get("payload")?,
+            id: row.try_get(0)?,
+            source: row.try_get(2)?,
+            idempotency_key: row.try_get(3)?,
+            aggregate_id: row.try_get(4)?,
+            event_type: row.try_get(5)?,
+            payload: row.try_get(6)?,
             headers: headers_from_json(headers),
-            correlation_id: row.try_get("correlation_id")?,
-            attempt: row.try_get("attempt")?,
-            created_at: row.try_get("created_at")?,
+            correlation_id: row.try_get(9)?,
+            attempt: row.try_get(8)?,
+            created_at: row.try_get(10)?,
         },
     })
 }
