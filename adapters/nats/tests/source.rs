@@ -1,0 +1,426 @@
+//! The NATS inbox source against the real server at `QB_TEST_NATS_URL`, with a recording ingest
+//! whose outcomes each test scripts: what reaches the pipeline, when each message is acknowledged
+//! or handed back, the durable consumer QueueBox creates, the batch bound, and the stop.
+
+#![allow(clippy::unwrap_used)]
+
+mod support;
+
+use async_nats::HeaderMap;
+use async_trait::async_trait;
+use queuebox_domain::secret::Secret;
+use queuebox_nats::{NatsSource, NatsSourceHealth, NatsSourceOptions};
+use queuebox_ports::health::HealthCheck;
+use queuebox_ports::ingest::{Ingest, IngestOutcome, Ingested, Received, Rejection};
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use support::{TestClient, nats_url, unique, wait_for};
+use tokio::sync::{Semaphore, oneshot};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+const SOURCE: &str = "orders-stream";
+const DURABLE: &str = "queuebox-test";
+
+/// An ingest that records every call, answers from a script (then `Stored`), and can hold each
+/// call at a gate until the test lets it through.
+#[derive(Default)]
+struct Recorder {
+    calls: Mutex<Vec<(String, Received)>>,
+    script: Mutex<VecDeque<IngestOutcome>>,
+    gate: Option<Semaphore>,
+    in_flight: AtomicUsize,
+    most_in_flight: AtomicUsize,
+    returned: AtomicUsize,
+}
+
+impl Recorder {
+    fn answering(script: impl IntoIterator<Item = IngestOutcome>) -> Arc<Self> {
+        Arc::new(Self {
+            script: Mutex::new(script.into_iter().collect()),
+            ..Self::default()
+        })
+    }
+
+    /// A recorder whose calls wait at a gate until [`Recorder::open`] lets them through.
+    fn gated() -> Arc<Self> {
+        Arc::new(Self {
+            gate: Some(Semaphore::new(0)),
+            ..Self::default()
+        })
+    }
+
+    fn open(&self, calls: usize) {
+        if let Some(gate) = &self.gate {
+            gate.add_permits(calls);
+        }
+    }
+
+    fn calls(&self) -> Vec<Received> {
+        self.calls
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(_, r)| r.clone())
+            .collect()
+    }
+
+    fn call_count(&self) -> usize {
+        self.calls.lock().unwrap().len()
+    }
+
+    fn returned(&self) -> usize {
+        self.returned.load(Ordering::SeqCst)
+    }
+
+    async fn wait_calls(&self, n: usize) {
+        wait_for(&format!("{n} ingest calls"), || async {
+            (self.call_count() >= n).then_some(())
+        })
+        .await;
+    }
+}
+
+#[async_trait]
+impl Ingest for Recorder {
+    async fn ingest(&self, source: &str, received: Received) -> Ingested {
+        self.calls
+            .lock()
+            .unwrap()
+            .push((source.to_owned(), received));
+        let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+        self.most_in_flight.fetch_max(now, Ordering::SeqCst);
+        if let Some(gate) = &self.gate
+            && let Ok(permit) = gate.acquire().await
+        {
+            permit.forget();
+        }
+        self.in_flight.fetch_sub(1, Ordering::SeqCst);
+        let outcome = self
+            .script
+            .lock()
+            .unwrap()
+            .pop_front()
+            .unwrap_or(IngestOutcome::Stored {
+                id: uuid::Uuid::new_v4(),
+            });
+        self.returned.fetch_add(1, Ordering::SeqCst);
+        Ingested::early(outcome)
+    }
+}
+
+/// Options with short waits; a long ack wait, so a redelivery the test sees within it can only
+/// come from a negative acknowledgement.
+fn options(url: &str, stream: &str) -> NatsSourceOptions {
+    let mut options = NatsSourceOptions::new(SOURCE, Secret::new(url), stream, DURABLE);
+    options.retry_delay_min = Duration::from_millis(50);
+    options.retry_delay_max = Duration::from_millis(250);
+    options.nak_delay_min = Duration::from_millis(10);
+    options.nak_delay_max = Duration::from_millis(50);
+    options.ack_wait = Duration::from_secs(60);
+    options
+}
+
+/// A running source and the means to stop it.
+struct Running {
+    health: NatsSourceHealth,
+    stop: Option<oneshot::Sender<()>>,
+    task: JoinHandle<()>,
+}
+
+impl Running {
+    fn start(options: NatsSourceOptions, ingest: Arc<Recorder>) -> Self {
+        let source = NatsSource::new(options, ingest).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(source.name(), SOURCE);
+        let health = source.health();
+        let (stop, stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(source.run(async move {
+            let _ = stopped.await;
+        }));
+        Self {
+            health,
+            stop: Some(stop),
+            task,
+        }
+    }
+
+    async fn wait_up(&self) {
+        wait_for("the source to consume", || async {
+            self.health.check().await.ok()
+        })
+        .await;
+    }
+
+    /// Requests the stop without waiting for it.
+    fn request_stop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+
+    /// Stops the source and waits (bounded) for `run` to return.
+    async fn stop(mut self) -> NatsSourceHealth {
+        self.request_stop();
+        tokio::time::timeout(Duration::from_secs(15), self.task)
+            .await
+            .expect("run returns after the stop")
+            .expect("run does not panic");
+        self.health
+    }
+}
+
+/// A stream over `<name>.>` and a client to publish to it and read the consumer's counts.
+async fn stream(url: &str) -> (TestClient, String) {
+    let client = TestClient::connect(url).await;
+    let name = unique("src");
+    client.stream(&name, &[&format!("{name}.>")], |_| {}).await;
+    (client, name)
+}
+
+async fn publish(client: &TestClient, subject: String, headers: HeaderMap, body: &[u8]) {
+    client
+        .jetstream
+        .publish_with_headers(subject, headers, body.to_vec().into())
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+}
+
+/// Waits until the durable consumer has (unacknowledged, undelivered) = `expected`.
+async fn wait_backlog(client: &TestClient, stream: &str, expected: (usize, u64)) {
+    wait_for(&format!("the consumer backlog {expected:?}"), || async {
+        let stream = client.jetstream.get_stream(stream).await.ok()?;
+        let info = stream.consumer_info(DURABLE).await.ok()?;
+        ((info.num_ack_pending, info.num_pending) == expected).then_some(())
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_reaches_ingest_with_headers_and_msg_id_and_is_acked_after_ingest_returns() {
+    let Some(url) = nats_url() else { return };
+    let (client, name) = stream(&url).await;
+    let ingest = Recorder::gated();
+    let mut configured = options(&url, &name);
+    configured.filter_subject = Some(format!("{name}.orders.>"));
+    let running = Running::start(configured, Arc::clone(&ingest) as _);
+    running.wait_up().await;
+    assert_eq!(running.health.name(), "nats.orders-stream");
+
+    let mut headers = HeaderMap::new();
+    headers.append("x-tenant", "acme");
+    headers.append("Nats-Msg-Id", "msg-1");
+    publish(&client, format!("{name}.other"), HeaderMap::new(), b"{}").await;
+    publish(
+        &client,
+        format!("{name}.orders.created"),
+        headers,
+        br#"{"orderId":"o-1"}"#,
+    )
+    .await;
+
+    ingest.wait_calls(1).await;
+    let received = &ingest.calls()[0];
+    assert_eq!(
+        received.body, br#"{"orderId":"o-1"}"#,
+        "the filter subject holds"
+    );
+    assert_eq!(received.message_id.as_deref(), Some("msg-1"));
+    assert!(
+        received
+            .headers
+            .contains(&("x-tenant".to_owned(), "acme".to_owned()))
+    );
+    assert_eq!(ingest.calls.lock().unwrap()[0].0, SOURCE);
+
+    // The consumer QueueBox created: durable, explicit acks, the configured filter and wait.
+    let info = client
+        .jetstream
+        .get_stream(&name)
+        .await
+        .unwrap()
+        .consumer_info(DURABLE)
+        .await
+        .unwrap();
+    assert_eq!(info.config.filter_subject, format!("{name}.orders.>"));
+    assert_eq!(info.config.ack_wait, Duration::from_secs(60));
+    assert_eq!(info.config.durable_name.as_deref(), Some(DURABLE));
+
+    // While the ingest has not returned, the message is delivered but not acknowledged.
+    wait_backlog(&client, &name, (1, 0)).await;
+    ingest.open(1);
+    wait_backlog(&client, &name, (0, 0)).await;
+    running.stop().await;
+    assert_eq!(ingest.call_count(), 1);
+    client.delete(&name).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_store_is_handed_back_at_once_and_delivered_again_until_it_is_stored() {
+    let Some(url) = nats_url() else { return };
+    let (client, name) = stream(&url).await;
+    let ingest = Recorder::answering([
+        IngestOutcome::Rejected(Rejection::StorageFailed),
+        IngestOutcome::Rejected(Rejection::StorageFailed),
+        IngestOutcome::UnknownSource,
+    ]);
+    let running = Running::start(options(&url, &name), Arc::clone(&ingest) as _);
+    running.wait_up().await;
+    let started = Instant::now();
+    publish(
+        &client,
+        format!("{name}.x"),
+        HeaderMap::new(),
+        br#"{"id":"again"}"#,
+    )
+    .await;
+    ingest.wait_calls(4).await;
+    wait_backlog(&client, &name, (0, 0)).await;
+    // Well within the 60 s ack wait: the negative acknowledgements brought it back.
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+    let calls = ingest.calls();
+    assert_eq!(calls.len(), 4, "acknowledged after the store, never again");
+    assert!(calls.iter().all(|c| c.body == br#"{"id":"again"}"#));
+    assert!(running.health.check().await.is_ok());
+    running.stop().await;
+    client.delete(&name).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dead_filtered_duplicate_and_other_refusals_are_acknowledged() {
+    let Some(url) = nats_url() else { return };
+    let (client, name) = stream(&url).await;
+    let ingest = Recorder::answering([
+        IngestOutcome::StoredDead {
+            id: uuid::Uuid::new_v4(),
+            reason: "Invalid JSON".to_owned(),
+        },
+        IngestOutcome::Filtered,
+        IngestOutcome::Duplicate,
+        IngestOutcome::Rejected(Rejection::InvalidJson),
+    ]);
+    let running = Running::start(options(&url, &name), Arc::clone(&ingest) as _);
+    running.wait_up().await;
+    for i in 0..4 {
+        publish(
+            &client,
+            format!("{name}.x"),
+            HeaderMap::new(),
+            format!("{i}").as_bytes(),
+        )
+        .await;
+    }
+    ingest.wait_calls(4).await;
+    wait_backlog(&client, &name, (0, 0)).await;
+    assert_eq!(ingest.call_count(), 4, "none delivered again");
+    running.stop().await;
+    client.delete(&name).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_batch_size_bounds_the_messages_in_the_pipeline() {
+    let Some(url) = nats_url() else { return };
+    let (client, name) = stream(&url).await;
+    for i in 0..20 {
+        publish(
+            &client,
+            format!("{name}.x"),
+            HeaderMap::new(),
+            format!("{i}").as_bytes(),
+        )
+        .await;
+    }
+    let ingest = Recorder::gated();
+    let mut configured = options(&url, &name);
+    configured.batch_size = 5;
+    let running = Running::start(configured, Arc::clone(&ingest) as _);
+    ingest.wait_calls(5).await;
+    // Held at the gate: the server has delivered at least the five (the client may hold another
+    // pull's worth in its buffer), yet no sixth message enters the pipeline.
+    wait_for("five messages delivered and unacknowledged", || async {
+        let stream = client.jetstream.get_stream(&name).await.ok()?;
+        let info = stream.consumer_info(DURABLE).await.ok()?;
+        (info.num_ack_pending >= 5).then_some(())
+    })
+    .await;
+    assert_eq!(ingest.call_count(), 5);
+    ingest.open(20);
+    ingest.wait_calls(20).await;
+    wait_backlog(&client, &name, (0, 0)).await;
+    assert!(ingest.most_in_flight.load(Ordering::SeqCst) <= 5);
+    running.stop().await;
+    client.delete(&name).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_stop_lets_in_flight_messages_finish_and_acknowledges_them() {
+    let Some(url) = nats_url() else { return };
+    let (client, name) = stream(&url).await;
+    let ingest = Recorder::gated();
+    let mut running = Running::start(options(&url, &name), Arc::clone(&ingest) as _);
+    running.wait_up().await;
+    for i in 0..3 {
+        publish(
+            &client,
+            format!("{name}.x"),
+            HeaderMap::new(),
+            format!("{i}").as_bytes(),
+        )
+        .await;
+    }
+    ingest.wait_calls(3).await;
+    running.request_stop();
+    ingest.open(3);
+    let health = running.stop().await;
+    assert!(health.check().await.is_err(), "down after the stop");
+    wait_backlog(&client, &name, (0, 0)).await;
+    assert_eq!(ingest.returned(), 3);
+    client.delete(&name).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_stream_keeps_the_component_down_naming_it_until_it_exists() {
+    let Some(url) = nats_url() else { return };
+    let client = TestClient::connect(&url).await;
+    let name = unique("late");
+    let ingest = Recorder::answering([]);
+    let running = Running::start(options(&url, &name), Arc::clone(&ingest) as _);
+    let reason = wait_for("the component down naming the stream", || async {
+        running
+            .health
+            .check()
+            .await
+            .err()
+            .filter(|r| r.contains(&name))
+    })
+    .await;
+    assert!(reason.contains("never creates"), "{reason}");
+    client.stream(&name, &[&format!("{name}.>")], |_| {}).await;
+    running.wait_up().await;
+    publish(&client, format!("{name}.x"), HeaderMap::new(), b"{}").await;
+    ingest.wait_calls(1).await;
+    running.stop().await;
+    client.delete(&name).await;
+}
+
+#[tokio::test]
+async fn bad_settings_are_refused_at_build_naming_the_key() {
+    let ingest: Arc<dyn Ingest> = Recorder::answering([]);
+    let mut bad = NatsSourceOptions::new(SOURCE, Secret::new("nats://u:pw-9@h:4222"), "a.b", "d");
+    let error = NatsSource::new(bad.clone(), Arc::clone(&ingest))
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("stream `a.b`"), "{error}");
+    bad.stream = "ok".to_owned();
+    bad.batch_size = 0;
+    let error = NatsSource::new(bad, ingest).unwrap_err().to_string();
+    assert!(error.contains("batchSize"), "{error}");
+    assert!(!error.contains("pw-9"), "{error}");
+}
