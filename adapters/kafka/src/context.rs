@@ -28,29 +28,55 @@ pub(crate) struct LinkError {
     pub(crate) at: Instant,
 }
 
-/// The context of every client this crate creates. Clones share the remembered error, so the
-/// owner of a client keeps a clone to read it.
+/// The context of every client this crate creates. Clones share the remembered errors, so the
+/// owner of a client keeps a clone to read them.
 #[derive(Debug, Default, Clone)]
 pub(crate) struct LinkContext {
-    last_error: Arc<Mutex<Option<LinkError>>>,
+    last_errors: Arc<Mutex<LastErrors>>,
+}
+
+/// The last error of each problem: a refused login is followed by "all brokers are down" (the
+/// broker closes the connection), which must not hide it.
+#[derive(Debug, Default)]
+struct LastErrors {
+    unreachable: Option<LinkError>,
+    auth: Option<LinkError>,
 }
 
 impl LinkContext {
-    /// The last client-wide error, when it is younger than `since`.
+    /// The client-wide error seen since `since`: a refused login when there was one, else the
+    /// last unreachable broker.
     pub(crate) fn error_since(&self, since: Instant) -> Option<LinkError> {
-        self.last_error
+        let last = self
+            .last_errors
             .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
-            .filter(|error| error.at >= since)
+            .unwrap_or_else(PoisonError::into_inner);
+        let recent = |error: &Option<LinkError>| error.clone().filter(|e| e.at >= since);
+        recent(&last.auth).or_else(|| recent(&last.unreachable))
     }
 
-    /// Forgets the last error: something reached a broker since.
+    /// Forgets the errors: something reached a broker since.
     pub(crate) fn clear(&self) {
         *self
-            .last_error
+            .last_errors
             .lock()
-            .unwrap_or_else(PoisonError::into_inner) = None;
+            .unwrap_or_else(PoisonError::into_inner) = LastErrors::default();
+    }
+
+    fn remember(&self, problem: LinkProblem, reason: &str) {
+        let error = Some(LinkError {
+            problem,
+            reason: reason.to_owned(),
+            at: Instant::now(),
+        });
+        let mut last = self
+            .last_errors
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        match problem {
+            LinkProblem::Unreachable => last.unreachable = error,
+            LinkProblem::Auth => last.auth = error,
+        }
     }
 }
 
@@ -91,14 +117,7 @@ impl ClientContext for LinkContext {
         match link_problem(code) {
             Some(problem) => {
                 tracing::debug!(?code, "librdkafka link error: {reason}");
-                *self
-                    .last_error
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner) = Some(LinkError {
-                    problem,
-                    reason: reason.to_owned(),
-                    at: Instant::now(),
-                });
+                self.remember(problem, reason);
             }
             None => tracing::warn!(?code, "librdkafka error: {reason}"),
         }
