@@ -349,9 +349,30 @@ CONF
     'log4j.appender.stdout=org.apache.log4j.ConsoleAppender' \
     'log4j.appender.stdout.layout=org.apache.log4j.PatternLayout' \
     'log4j.appender.stdout.layout.ConversionPattern=[%d] %p %m (%c)%n' > "$KAFKA_HOME/log4j.properties"
+  # broker.sh starts (in the background) or stops (and waits for the exit) this broker; the
+  # end-to-end test of a Kafka restart runs it too.
+  cat > "$KAFKA_HOME/broker.sh" <<SCRIPT
+#!/usr/bin/env bash
+# Written by QueueBox scripts/services.sh: start or stop the test broker.
+set -euo pipefail
+case "\${1:-}" in
+  start)
+    nohup java -Xmx512m -Dlog4j.configuration="file:$KAFKA_HOME/log4j.properties" \\
+      -cp "$KAFKA_JARS/libs/*" kafka.Kafka "$conf" >> "$KAFKA_HOME/broker.log" 2>&1 &
+    ;;
+  stop)
+    pkill -TERM -f 'kafka\\.Kafka ' || exit 0
+    for _ in \$(seq 1 300); do pgrep -f 'kafka\\.Kafka ' >/dev/null || exit 0; sleep 0.2; done
+    pkill -KILL -f 'kafka\\.Kafka ' || true
+    ;;
+  *) echo "usage: broker.sh start|stop" >&2; exit 2 ;;
+esac
+SCRIPT
+  chmod 755 "$KAFKA_HOME/broker.sh"
   if [ "$running" -eq 0 ]; then
     log "starting Kafka $KAFKA_VERSION"
-    nohup java -Xmx512m -Dlog4j.configuration="file:$KAFKA_HOME/log4j.properties" -cp "$KAFKA_JARS/libs/*" kafka.Kafka "$conf" > "$KAFKA_HOME/broker.log" 2>&1 &
+    : > "$KAFKA_HOME/broker.log"
+    "$KAFKA_HOME/broker.sh" start
   fi
   wait_for "$KAFKA_START_SECONDS" "Kafka" kafka_answers "$KAFKA_PORT"
   wait_for 30 "Kafka SASL listener" kafka_answers "$KAFKA_SASL_PORT"
@@ -360,6 +381,7 @@ CONF
   echo "export QB_TEST_KAFKA_SASL_BOOTSTRAP=127.0.0.1:$KAFKA_SASL_PORT"
   echo "export QB_TEST_KAFKA_SCRAM=$KAFKA_SCRAM_USER:$KAFKA_SCRAM_PASSWORD"
   echo "export QB_TEST_KAFKA_DENIED_SCRAM=$KAFKA_DENIED_USER:$KAFKA_DENIED_PASSWORD"
+  echo "export QB_TEST_KAFKA_CONTROL=$KAFKA_HOME/broker.sh"
   echo "export QB_TEST_KAFKA_PROXIED=127.0.0.1:$KAFKA_PROXY_PORT->127.0.0.1:$KAFKA_PROXIED_PORT"
 }
 
