@@ -857,20 +857,34 @@ async fn two_replicas_in_one_group_share_the_partitions_and_store_every_record_o
     let group = unique("group");
     create_topic(&topic, 4).await;
     let service = Service::start(&source("orders-log", &topic, &group, "")).await;
-    let (mut second, second_port) = service.replica();
-    second.wait_live(second_port, START).await;
     let producer = producer();
     let total: i64 = 800;
-    for i in 0..total {
-        send(
-            &producer,
-            &topic,
-            Some(&format!("k-{i}")),
-            format!(r#"{{"id":"m-{i}"}}"#).as_bytes(),
-            &[],
-        )
-        .await;
-    }
+    let send_range = |range: std::ops::Range<i64>| {
+        let (producer, topic) = (&producer, &topic);
+        async move {
+            for i in range {
+                let body = format!(r#"{{"id":"m-{i}"}}"#);
+                send(
+                    producer,
+                    topic,
+                    Some(&format!("k-{i}")),
+                    body.as_bytes(),
+                    &[],
+                )
+                .await;
+            }
+        }
+    };
+    send_range(0..total / 2).await;
+    wait_until("the first replica storing", WAIT, || async {
+        (service.count("SELECT count(*) FROM inbox").await > 0).then_some(())
+    })
+    .await;
+    // The second replica joins while records are being read: the group rebalances, the first
+    // replica commits what it stored for the partitions it gives up, and nothing is skipped.
+    let (mut second, second_port) = service.replica();
+    second.wait_live(second_port, START).await;
+    send_range(total / 2..total).await;
     wait_until("every record stored", Duration::from_secs(60), || async {
         (service.count("SELECT count(*) FROM inbox").await == total).then_some(())
     })
@@ -895,6 +909,12 @@ async fn two_replicas_in_one_group_share_the_partitions_and_store_every_record_o
     let status = second.wait_exit(Duration::from_secs(30)).await;
     assert!(status.success(), "{}", second.log());
     service.stop().await;
+    let offsets = committed(&group, &topic, 4).await;
+    assert_eq!(
+        offsets.iter().sum::<i64>(),
+        total,
+        "committed past every record: {offsets:?}"
+    );
     delete_topics(&[&topic]).await;
 }
 
