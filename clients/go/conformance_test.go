@@ -848,7 +848,7 @@ func check(t *testing.T, db *sql.DB, sc scenario, r *recorder, keys []string) {
 			continue
 		}
 		if c.Equals != nil && got != *c.Equals {
-			t.Errorf("%s\n got %q\nwant %q", c.SQL, got, *c.Equals)
+			t.Errorf("%s\n got %q\nwant %q\nevents: %v\nlogs: %v", c.SQL, got, *c.Equals, events, r.logs)
 		}
 		for _, want := range c.Contains {
 			if !strings.Contains(got, want) {

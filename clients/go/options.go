@@ -21,8 +21,8 @@ const (
 type Options struct {
 	// Source is the consumption: pull source whose rows this worker takes. Required.
 	Source string
-	// BatchSize is the most rows one claim takes (default 10). A claim never takes more rows
-	// than there are free handler slots.
+	// BatchSize is the most rows one claim takes (default 10). Rows beyond the free handler
+	// slots wait in the worker, under their renewed lease, for a slot.
 	BatchSize int
 	// LeaseMS is how long a claim is valid without renewal, in milliseconds (default 30000,
 	// at least 100). The lease is renewed every third of it while the row is held.

@@ -60,10 +60,16 @@ var errLeaseLost = errors.New("queuebox: the lease was lost (another worker owns
 // errShutdown is the cancellation cause of a handler still running when the grace ran out.
 var errShutdown = errors.New("queuebox: the shutdown grace ran out")
 
-// Run claims and handles rows until ctx is cancelled, then stops claiming at once, waits up to
+// Run claims and handles rows until ctx is cancelled, then stops claiming at once, hands back
+// the claimed rows that no handler started (pending again, same attempt), waits up to
 // ShutdownGrace for running handlers, cancels those still running (nothing is written for them:
 // their rows keep their attempt and return when the lease runs out) and returns once every
 // handler has returned.
+//
+// Each claim asks for a whole BatchSize. Rows beyond the free handler slots wait in the worker,
+// under their own renewed lease, for a slot; the next claim runs once the rows held (waiting or
+// running) are down to MaxConcurrency. The claim never returns a row of an aggregate that has a
+// row in flight, so a waiting row never overtakes or runs beside another row of its aggregate.
 //
 // Before the first claim it checks that the table has every column the library reads (the V10
 // schema or later); a missing column is the error Run returns. Later database errors are logged
@@ -75,44 +81,52 @@ func (w *InboxWorker) Run(ctx context.Context, handler Handler) error {
 	if err := w.checkSchema(ctx); err != nil {
 		return err
 	}
+	batch := w.options.BatchSize
+	// Rows this worker holds, waiting for a slot or running.
+	held := make(chan struct{}, w.options.MaxConcurrency+batch)
 	slots := make(chan struct{}, w.options.MaxConcurrency)
+	stopping := make(chan struct{})
 	base, cancelHandlers := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer cancelHandlers(nil)
-	var running sync.WaitGroup
+	var rows sync.WaitGroup
+	// The turn of the last claimed row: closed once it has taken a slot or left.
+	queue := make(chan struct{})
+	close(queue)
+	release := func(n int) {
+		for i := 0; i < n; i++ {
+			<-held
+		}
+	}
 
 claims:
 	for {
-		select {
-		case <-ctx.Done():
-			break claims
-		case slots <- struct{}{}:
-		}
-		free := 1
-	more:
-		for free < w.options.BatchSize {
+		// Room for a whole batch: smaller claims would pay a claim for a few rows.
+		for room := 0; room < batch; room++ {
 			select {
-			case slots <- struct{}{}:
-				free++
-			default:
-				break more
+			case <-ctx.Done():
+				release(room)
+				break claims
+			case held <- struct{}{}:
 			}
 		}
-		rows, err := w.claim(ctx, free)
+		got, err := w.claim(ctx, batch)
 		if err != nil && ctx.Err() == nil {
 			w.log(levelWarn, "inbox claim failed; waiting before the next claim", map[string]any{"error": err})
 		}
-		for i := len(rows); i < free; i++ {
-			<-slots
+		release(batch - len(got))
+		for _, row := range got {
+			rows.Add(1)
+			// Rows take the handler slots in claim order (oldest first): each waits for its
+			// predecessor to have taken a slot, or to have left, before it asks for one.
+			turn := make(chan struct{})
+			go func(row claimed, prev <-chan struct{}) {
+				defer rows.Done()
+				defer func() { <-held }()
+				w.process(base, handler, row, slots, stopping, prev, turn)
+			}(row, queue)
+			queue = turn
 		}
-		for _, row := range rows {
-			running.Add(1)
-			go func(row claimed) {
-				defer running.Done()
-				defer func() { <-slots }()
-				w.process(base, handler, row)
-			}(row)
-		}
-		if len(rows) == 0 {
+		if len(got) == 0 {
 			select {
 			case <-ctx.Done():
 				break claims
@@ -121,9 +135,11 @@ claims:
 		}
 	}
 
+	// Waiting rows see this and hand their row back.
+	close(stopping)
 	done := make(chan struct{})
 	go func() {
-		running.Wait()
+		rows.Wait()
 		close(done)
 	}()
 	grace := time.NewTimer(w.options.ShutdownGrace)
@@ -259,9 +275,10 @@ func (w *InboxWorker) keepLease(stop <-chan struct{}, row claimed, cancel contex
 
 // process runs the handler for one claimed row under a renewed lease, then completes the row in
 // the handler's transaction, or records the failure.
-func (w *InboxWorker) process(base context.Context, handler Handler, row claimed) {
+func (w *InboxWorker) process(base context.Context, handler Handler, row claimed, slots chan struct{}, stopping, prev <-chan struct{}, turn chan struct{}) {
 	ctx, cancel := context.WithCancelCause(base)
 	defer cancel(nil)
+	// One renewal schedule from the claim to the end, across the wait and the handler.
 	stopRenewal := make(chan struct{})
 	renewalDone := make(chan struct{})
 	go func() {
@@ -271,6 +288,42 @@ func (w *InboxWorker) process(base context.Context, handler Handler, row claimed
 	endRenewal := func() {
 		close(stopRenewal)
 		<-renewalDone
+	}
+
+	// Wait for the predecessor's turn, then for a handler slot; a stop meanwhile hands the row
+	// back, a lost lease leaves it to its new owner.
+	var passed sync.Once
+	pass := func() { passed.Do(func() { close(turn) }) }
+	defer pass()
+	for _, wait := range []string{"turn", "slot"} {
+		var slot chan struct{}
+		var predecessor <-chan struct{}
+		if wait == "turn" {
+			predecessor = prev
+		} else {
+			slot = slots
+		}
+		select {
+		case <-stopping:
+			endRenewal()
+			w.release(row)
+			return
+		case <-ctx.Done():
+			endRenewal()
+			w.log(levelWarn, "inbox lease lost before the handler started; the row is left to its new owner", map[string]any{"id": row.message.ID})
+			return
+		case <-predecessor:
+		case slot <- struct{}{}:
+		}
+	}
+	pass()
+	defer func() { <-slots }()
+	select {
+	case <-stopping:
+		endRenewal()
+		w.release(row)
+		return
+	default:
 	}
 
 	tx, err := w.db.BeginTx(ctx, nil)
@@ -293,6 +346,18 @@ func (w *InboxWorker) process(base context.Context, handler Handler, row claimed
 		return
 	}
 	w.complete(ctx, row, tx)
+}
+
+// release hands a row that never reached a handler back to the claims: pending again, same
+// attempt, fenced on the token. When it fails the row still returns, after its lease.
+func (w *InboxWorker) release(row claimed) {
+	ctx, done := context.WithTimeout(context.Background(), 30*time.Second)
+	defer done()
+	if _, err := w.db.ExecContext(ctx, w.stmts.release.text, w.stmts.release.args(map[string]any{
+		"id": row.message.ID, "token": row.token,
+	})...); err != nil {
+		w.log(levelWarn, "could not hand an unstarted row back; it returns after its lease", map[string]any{"id": row.message.ID, "error": err})
+	}
 }
 
 // callHandler turns a panic into an error, so the row is failed like any other failure.

@@ -54,7 +54,7 @@ export interface InboxLogger {
 export interface InboxOptions {
   /** The `consumption: pull` source whose rows this worker takes. Required. */
   source: string;
-  /** The most rows in one claim (default 10, 1 to 1000); never more than the free handler slots. */
+  /** The most rows in one claim (default 10, 1 to 1000); rows beyond the free handler slots wait, under their renewed lease. */
   batchSize?: number;
   /** The lease in milliseconds (default 30000, 100 ms to 24 h), renewed every third. */
   leaseMs?: number;

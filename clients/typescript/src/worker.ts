@@ -85,6 +85,64 @@ function optionalText(value: unknown): string | null {
   return value === null || value === undefined ? null : String(value);
 }
 
+/** The handler slots of a worker, handed out first come, first served (claim order). */
+class Slots {
+  #free: number;
+  readonly #queue: Array<{ grant: () => void; gone: boolean }> = [];
+
+  constructor(size: number) {
+    this.#free = size;
+  }
+
+  /** Waits for a slot; "stopped" when `stopping` aborts first, "lost" when `lease` does. */
+  acquire(stopping: AbortSignal, lease: AbortSignal): Promise<"slot" | "stopped" | "lost"> {
+    if (stopping.aborted) return Promise.resolve("stopped");
+    if (lease.aborted) return Promise.resolve("lost");
+    if (this.#free > 0 && this.#queue.length === 0) {
+      this.#free--;
+      return Promise.resolve("slot");
+    }
+    return new Promise((resolve) => {
+      const entry = {
+        gone: false,
+        grant: (): void => {
+          cleanup();
+          resolve("slot");
+        },
+      };
+      const leave = (why: "stopped" | "lost"): void => {
+        entry.gone = true;
+        cleanup();
+        resolve(why);
+      };
+      const onStop = (): void => leave("stopped");
+      const onLost = (): void => leave("lost");
+      const cleanup = (): void => {
+        stopping.removeEventListener("abort", onStop);
+        lease.removeEventListener("abort", onLost);
+      };
+      stopping.addEventListener("abort", onStop, { once: true });
+      lease.addEventListener("abort", onLost, { once: true });
+      this.#queue.push(entry);
+    });
+  }
+
+  release(): void {
+    for (;;) {
+      const next = this.#queue.shift();
+      if (next === undefined) {
+        this.#free++;
+        return;
+      }
+      if (!next.gone) {
+        next.gone = true;
+        next.grant();
+        return;
+      }
+    }
+  }
+}
+
 /** Claims and handles the rows of one pull source. */
 export class InboxWorker {
   readonly #connection: InboxConnection;
@@ -123,6 +181,8 @@ export class InboxWorker {
   async #loop(handler: InboxHandler, signal: AbortSignal | undefined): Promise<void> {
     const o = this.#options;
     const shutdown = new AbortController();
+    const stopping = new AbortController();
+    const slots = new Slots(o.maxConcurrency);
     const running = new Set<Promise<void>>();
     const stopped = new Promise<void>((resolve) => {
       if (signal === undefined) return;
@@ -131,21 +191,21 @@ export class InboxWorker {
     });
     const isStopped = (): boolean => signal?.aborted === true;
     while (!isStopped()) {
-      if (running.size >= o.maxConcurrency) {
+      // Room for a whole batch: the rows held (waiting or running) are down to maxConcurrency.
+      if (running.size > o.maxConcurrency) {
         await Promise.race([...running, stopped]);
         continue;
       }
-      const want = Math.min(o.batchSize, o.maxConcurrency - running.size);
       let rows: Claimed[] = [];
       try {
-        rows = await this.#claim(want);
+        rows = await this.#claim(o.batchSize);
       } catch (error) {
         if (!isStopped()) {
           this.#log("warn", "inbox claim failed; waiting before the next claim", { error });
         }
       }
       for (const row of rows) {
-        const task = this.#process(row, handler, shutdown.signal).catch((error: unknown) => {
+        const task = this.#process(row, handler, slots, stopping.signal, shutdown.signal).catch((error: unknown) => {
           this.#log("error", "inbox row processing failed; the row returns after its lease", { id: row.message.id, error });
         });
         running.add(task);
@@ -153,6 +213,8 @@ export class InboxWorker {
       }
       if (rows.length === 0) await delay(o.pollIntervalMs, signal);
     }
+    // Rows still waiting for a slot hand their row back.
+    stopping.abort();
     const all = Promise.allSettled([...running]);
     const grace = new AbortController();
     const graceOver = await Promise.race([
@@ -266,12 +328,25 @@ export class InboxWorker {
     };
   }
 
-  async #process(row: Claimed, handler: InboxHandler, shutdown: AbortSignal): Promise<void> {
+  async #process(row: Claimed, handler: InboxHandler, slots: Slots, stopping: AbortSignal, shutdown: AbortSignal): Promise<void> {
     const control = new AbortController();
     const onShutdown = (): void => control.abort(shutdown.reason);
     if (shutdown.aborted) onShutdown();
     shutdown.addEventListener("abort", onShutdown, { once: true });
+    // One renewal schedule from the claim to the end, across the wait and the handler.
     const lease = this.#keepLease(row, control);
+    const waited = await slots.acquire(stopping, control.signal);
+    if (waited !== "slot" || stopping.aborted) {
+      if (waited === "slot") slots.release();
+      await lease.stop();
+      shutdown.removeEventListener("abort", onShutdown);
+      if (waited === "lost") {
+        this.#log("warn", "inbox lease lost before the handler started; the row is left to its new owner", { id: row.message.id });
+      } else {
+        await this.#release(row);
+      }
+      return;
+    }
     try {
       let client: InboxClient;
       try {
@@ -325,7 +400,18 @@ export class InboxWorker {
       await this.#complete(row, client);
       open = false;
     } finally {
+      slots.release();
       shutdown.removeEventListener("abort", onShutdown);
+    }
+  }
+
+  // Hands a row that never reached a handler back to the claims: pending again, same attempt,
+  // fenced on the token. When this fails the row still returns, after its lease.
+  async #release(row: Claimed): Promise<void> {
+    try {
+      await this.#exec(this.#sql.release, { id: row.message.id, token: row.token });
+    } catch (error) {
+      this.#log("warn", "could not hand an unstarted row back; it returns after its lease", { id: row.message.id, error });
     }
   }
 
