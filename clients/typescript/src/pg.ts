@@ -2,7 +2,7 @@ import type { InboxClient, InboxConnection } from "./worker.js";
 
 /** The part of a `pg` pool client the adapter uses. */
 export interface PgClientLike {
-  query(config: { text: string; values?: unknown[]; rowMode?: "array" }): Promise<{ rows: unknown[]; rowCount: number | null }>;
+  query(config: { text: string; values?: unknown[]; rowMode?: "array"; name?: string }): Promise<{ rows: unknown[]; rowCount: number | null }>;
   release(destroy?: boolean | Error): void;
 }
 
@@ -20,9 +20,11 @@ export function fromPg(pool: PgPoolLike): InboxConnection {
     async acquire(): Promise<InboxClient> {
       const client = await pool.connect();
       return {
-        async query(text, params, rowMode) {
-          const config: { text: string; values: unknown[]; rowMode?: "array" } = { text, values: [...params] };
-          if (rowMode !== undefined) config.rowMode = rowMode;
+        async query(text, params, options = {}) {
+          // A name makes pg prepare the statement once per connection and reuse it.
+          const config: { text: string; values: unknown[]; rowMode?: "array"; name?: string } = { text, values: [...params] };
+          if (options.rowMode !== undefined) config.rowMode = options.rowMode;
+          if (options.name !== undefined) config.name = options.name;
           const result = await client.query(config);
           return { rows: result.rows, rowCount: result.rowCount ?? 0 };
         },

@@ -59,6 +59,18 @@ export type InboxDialect = "postgresql" | "sqlserver";
 export interface InboxStatement {
   readonly text: string;
   readonly names: readonly string[];
+  /** A name derived from the text, for a driver that keeps prepared statements per connection. */
+  readonly statementName: string;
+}
+
+// FNV-1a of the text: the same statement gets the same name in every worker of the process.
+function statementName(text: string): string {
+  let hash = 0x811c9dc5;
+  for (let i = 0; i < text.length; i++) {
+    hash ^= text.charCodeAt(i);
+    hash = Math.imul(hash, 0x01000193) >>> 0;
+  }
+  return `queuebox_${hash.toString(16).padStart(8, "0")}_${text.length}`;
 }
 
 /** The statements a worker runs. */
@@ -151,7 +163,8 @@ function render(sql: string, names: ReadonlyMap<string, string>): InboxStatement
     }
     return names.get(word.toLowerCase()) ?? word;
   });
-  return Object.freeze({ text: text.trim(), names: Object.freeze(params) });
+  const trimmed = text.trim();
+  return Object.freeze({ text: trimmed, names: Object.freeze(params), statementName: statementName(trimmed) });
 }
 
 /**
@@ -207,7 +220,7 @@ export function inboxSql(dialect: InboxDialect, schema: Partial<InboxSchema> = {
     retry: render(contractSql.retry, names),
     dead: render(contractSql.dead, names),
     release: render(contractSql.release, names),
-    check: Object.freeze({ text: `SELECT ${columns} FROM ${table} WHERE false`, names: Object.freeze([]) }),
+    check: Object.freeze({ text: `SELECT ${columns} FROM ${table} WHERE false`, names: Object.freeze([]), statementName: "" }),
   });
 }
 

@@ -35,7 +35,11 @@ export interface InboxTransaction {
 
 /** One connection taken from the application's pool, as the worker uses it. */
 export interface InboxClient {
-  query(text: string, params: readonly unknown[], rowMode?: "array"): Promise<InboxQueryResult>;
+  /**
+   * Runs one statement. `rowMode: "array"` asks for rows as arrays; `name`, when given, lets the
+   * adapter keep the statement prepared on the connection (the worker's own statements have one).
+   */
+  query(text: string, params: readonly unknown[], options?: { rowMode?: "array"; name?: string }): Promise<InboxQueryResult>;
   /** Gives the connection back; `destroy` closes it instead (which also ends its transaction). */
   release(destroy?: boolean): void;
 }
@@ -57,6 +61,16 @@ interface Claimed {
 }
 
 type Outcome = { kind: "ok" } | { kind: "failed"; error: unknown } | { kind: "aborted" };
+
+// The claim's transaction only: a claim lost in a crash only hands its rows back, and every later
+// commit that depends on it waits for the WAL up to its own record; a generic plan spares planning
+// the claim on every call.
+const CLAIM_SETTINGS =
+  "SELECT set_config('synchronous_commit', 'off', true), set_config('plan_cache_mode', 'force_generic_plan', true)";
+
+function named(statement: InboxStatement): { name?: string } {
+  return statement.statementName === "" ? {} : { name: statement.statementName };
+}
 
 function delay(ms: number, signal?: AbortSignal): Promise<void> {
   return new Promise((resolve) => {
@@ -232,7 +246,7 @@ export class InboxWorker {
   async #exec(statement: InboxStatement, values: Record<string, unknown>): Promise<InboxQueryResult> {
     const client = await this.#connection.acquire();
     try {
-      const result = await client.query(statement.text, bind(statement, values));
+      const result = await client.query(statement.text, bind(statement, values), named(statement));
       client.release();
       return result;
     } catch (error) {
@@ -258,15 +272,13 @@ export class InboxWorker {
     let rows: unknown[];
     try {
       await client.query("BEGIN", []);
-      // A claim lost in a crash only hands its rows back, and every later commit that depends on
-      // it waits for the WAL up to its own record; a generic plan spares planning it every call.
-      await client.query("SELECT set_config('synchronous_commit', 'off', true), set_config('plan_cache_mode', 'force_generic_plan', true)", []);
+      await client.query(CLAIM_SETTINGS, [], { name: "queuebox_claim_settings" });
       const result = await client.query(this.#sql.claim.text, bind(this.#sql.claim, {
         source: o.source,
         batch: want,
         lease_ms: o.leaseMs,
         cand_limit: Math.min(Math.max(3 * o.batchSize, 50), 500),
-      }), "array");
+      }), { ...named(this.#sql.claim), rowMode: "array" });
       await client.query("COMMIT", []);
       client.release();
       rows = result.rows;
@@ -430,7 +442,7 @@ export class InboxWorker {
   async #complete(row: Claimed, client: InboxClient): Promise<void> {
     let changed: number;
     try {
-      const result = await client.query(this.#sql.complete.text, bind(this.#sql.complete, { id: row.message.id, token: row.token }));
+      const result = await client.query(this.#sql.complete.text, bind(this.#sql.complete, { id: row.message.id, token: row.token }), named(this.#sql.complete));
       changed = result.rowCount;
     } catch (error) {
       client.release(true);
