@@ -99,18 +99,27 @@ function optionalText(value: unknown): string | null {
   return value === null || value === undefined ? null : String(value);
 }
 
-/** The handler slots of a worker, handed out first come, first served (claim order). */
+/**
+ * The handler slots of a worker, handed out first come, first served (claim order). A stop
+ * answers every waiting row at once. (No listener goes on a signal shared by many rows: a signal
+ * with more than ten listeners makes Node.js print a warning.)
+ */
 class Slots {
   #free: number;
-  readonly #queue: Array<{ grant: () => void; gone: boolean }> = [];
+  #stopped = false;
+  readonly #queue: Array<{ settle: (outcome: "slot" | "stopped") => void; gone: boolean }> = [];
 
   constructor(size: number) {
     this.#free = size;
   }
 
-  /** Waits for a slot; "stopped" when `stopping` aborts first, "lost" when `lease` does. */
-  acquire(stopping: AbortSignal, lease: AbortSignal): Promise<"slot" | "stopped" | "lost"> {
-    if (stopping.aborted) return Promise.resolve("stopped");
+  get stopped(): boolean {
+    return this.#stopped;
+  }
+
+  /** Waits for a slot; "stopped" when the worker stops first, "lost" when `lease` aborts first. */
+  acquire(lease: AbortSignal): Promise<"slot" | "stopped" | "lost"> {
+    if (this.#stopped) return Promise.resolve("stopped");
     if (lease.aborted) return Promise.resolve("lost");
     if (this.#free > 0 && this.#queue.length === 0) {
       this.#free--;
@@ -119,23 +128,15 @@ class Slots {
     return new Promise((resolve) => {
       const entry = {
         gone: false,
-        grant: (): void => {
-          cleanup();
-          resolve("slot");
+        settle: (outcome: "slot" | "stopped"): void => {
+          lease.removeEventListener("abort", onLost);
+          resolve(outcome);
         },
       };
-      const leave = (why: "stopped" | "lost"): void => {
+      const onLost = (): void => {
         entry.gone = true;
-        cleanup();
-        resolve(why);
+        resolve("lost");
       };
-      const onStop = (): void => leave("stopped");
-      const onLost = (): void => leave("lost");
-      const cleanup = (): void => {
-        stopping.removeEventListener("abort", onStop);
-        lease.removeEventListener("abort", onLost);
-      };
-      stopping.addEventListener("abort", onStop, { once: true });
       lease.addEventListener("abort", onLost, { once: true });
       this.#queue.push(entry);
     });
@@ -150,8 +151,19 @@ class Slots {
       }
       if (!next.gone) {
         next.gone = true;
-        next.grant();
+        next.settle("slot");
         return;
+      }
+    }
+  }
+
+  /** Answers every waiting row with "stopped", and every later request too. */
+  stop(): void {
+    this.#stopped = true;
+    for (const entry of this.#queue.splice(0)) {
+      if (!entry.gone) {
+        entry.gone = true;
+        entry.settle("stopped");
       }
     }
   }
@@ -194,8 +206,8 @@ export class InboxWorker {
 
   async #loop(handler: InboxHandler, signal: AbortSignal | undefined): Promise<void> {
     const o = this.#options;
-    const shutdown = new AbortController();
-    const stopping = new AbortController();
+    // The rows being handled, to abort when the shutdown grace runs out.
+    const controls = new Set<AbortController>();
     const slots = new Slots(o.maxConcurrency);
     const running = new Set<Promise<void>>();
     const stopped = new Promise<void>((resolve) => {
@@ -219,7 +231,7 @@ export class InboxWorker {
         }
       }
       for (const row of rows) {
-        const task = this.#process(row, handler, slots, stopping.signal, shutdown.signal).catch((error: unknown) => {
+        const task = this.#process(row, handler, slots, controls).catch((error: unknown) => {
           this.#log("error", "inbox row processing failed; the row returns after its lease", { id: row.message.id, error });
         });
         running.add(task);
@@ -228,7 +240,7 @@ export class InboxWorker {
       if (rows.length === 0) await delay(o.pollIntervalMs, signal);
     }
     // Rows still waiting for a slot hand their row back.
-    stopping.abort();
+    slots.stop();
     const all = Promise.allSettled([...running]);
     const grace = new AbortController();
     const graceOver = await Promise.race([
@@ -238,7 +250,8 @@ export class InboxWorker {
     grace.abort();
     if (graceOver) {
       this.#log("warn", "shutdown grace ran out; aborting running handlers, their rows return after the lease", { handlers: running.size });
-      shutdown.abort(new Error("queuebox: the shutdown grace ran out"));
+      const reason = new Error("queuebox: the shutdown grace ran out");
+      for (const control of controls) control.abort(reason);
       await all;
     }
   }
@@ -340,18 +353,16 @@ export class InboxWorker {
     };
   }
 
-  async #process(row: Claimed, handler: InboxHandler, slots: Slots, stopping: AbortSignal, shutdown: AbortSignal): Promise<void> {
+  async #process(row: Claimed, handler: InboxHandler, slots: Slots, controls: Set<AbortController>): Promise<void> {
     const control = new AbortController();
-    const onShutdown = (): void => control.abort(shutdown.reason);
-    if (shutdown.aborted) onShutdown();
-    shutdown.addEventListener("abort", onShutdown, { once: true });
+    controls.add(control);
     // One renewal schedule from the claim to the end, across the wait and the handler.
     const lease = this.#keepLease(row, control);
-    const waited = await slots.acquire(stopping, control.signal);
-    if (waited !== "slot" || stopping.aborted) {
+    const waited = await slots.acquire(control.signal);
+    if (waited !== "slot" || slots.stopped) {
       if (waited === "slot") slots.release();
       await lease.stop();
-      shutdown.removeEventListener("abort", onShutdown);
+      controls.delete(control);
       if (waited === "lost") {
         this.#log("warn", "inbox lease lost before the handler started; the row is left to its new owner", { id: row.message.id });
       } else {
@@ -413,7 +424,7 @@ export class InboxWorker {
       open = false;
     } finally {
       slots.release();
-      shutdown.removeEventListener("abort", onShutdown);
+      controls.delete(control);
     }
   }
 
