@@ -114,6 +114,7 @@ pub async fn run(
         listeners,
         ServerOptions {
             max_body_bytes: settings.inbox.max_body_bytes,
+            request_read_timeout: settings.server.request_read_timeout,
         },
         InboxRoutes {
             routes: inbox_routes,

@@ -332,3 +332,114 @@ async fn a_relayed_topic_longer_than_the_outbox_column_is_a_dead_inbox_row_not_a
     assert_eq!(outbox, 0);
     inbox.stop().await;
 }
+
+/// Writes `head` on a new connection, then waits (sending nothing more) for what the server
+/// answers and for it to close the connection; returns the answer and how long that took.
+async fn stall_after(port: u16, head: &str) -> (String, std::time::Duration) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .expect("connect");
+    stream.write_all(head.as_bytes()).await.expect("write");
+    let started = std::time::Instant::now();
+    let mut answer = Vec::new();
+    let read = tokio::time::timeout(
+        std::time::Duration::from_secs(15),
+        stream.read_to_end(&mut answer),
+    )
+    .await;
+    assert!(
+        read.is_ok(),
+        "the server kept the stalled connection open for 15 s"
+    );
+    (
+        String::from_utf8_lossy(&answer).into_owned(),
+        started.elapsed(),
+    )
+}
+
+#[tokio::test]
+async fn a_request_that_trickles_in_is_cut_off_at_the_read_timeout() {
+    let inbox = Inbox::start(SOURCES, &[("QUEUEBOX_SERVER_REQUESTREADTIMEOUTMS", "1000")]).await;
+    // A body that stops arriving: 408 with the documented error shape, and the connection closes.
+    let (answer, took) = stall_after(
+        inbox.port,
+        "POST /inbox/orders HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n\
+         Content-Length: 100\r\n\r\n{\"id\":\"slow\"",
+    )
+    .await;
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(
+        answer.ends_with(r#"{"error":"Request body not received within 1000 ms"}"#),
+        "{answer}"
+    );
+    assert!(
+        answer.to_ascii_lowercase().contains("connection: close"),
+        "{answer}"
+    );
+    assert!(
+        took >= std::time::Duration::from_millis(900),
+        "cut off after {took:?}"
+    );
+    // A request head that stops arriving: the connection is closed without an answer.
+    let (answer, took) = stall_after(
+        inbox.port,
+        "POST /inbox/orders HTTP/1.1\r\nHost: localhost\r\nX-Slow: ",
+    )
+    .await;
+    assert!(
+        answer.is_empty() || answer.starts_with("HTTP/1.1 408"),
+        "{answer}"
+    );
+    println!(
+        "a stalled request head: {:?} after {took:?}",
+        answer.lines().next()
+    );
+    assert!(
+        took >= std::time::Duration::from_millis(900),
+        "cut off after {took:?}"
+    );
+    // A prompt request is served as ever, and the stalled ones stored nothing.
+    let answer = post_bytes(
+        &inbox,
+        "/inbox/orders",
+        &[("Content-Type", "application/json")],
+        br#"{"id":"prompt"}"#.to_vec(),
+    )
+    .await;
+    assert_eq!(answer.status, 202, "{answer:?}");
+    assert_eq!(inbox.count().await, 1);
+    inbox.stop().await;
+}
+
+#[tokio::test]
+async fn a_header_line_carrying_a_bare_carriage_return_is_refused_before_any_route() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let inbox = Inbox::start(SOURCES, &[]).await;
+    // A CR inside a header value is how a sender would smuggle a second header through a proxy
+    // that splits on it; the HTTP parser refuses the request and nothing reaches the source.
+    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", inbox.port))
+        .await
+        .expect("connect");
+    stream
+        .write_all(
+            b"POST /inbox/orders HTTP/1.1\r\nHost: localhost\r\nX-Evil: a\rX-Injected: b\r\n\
+              Content-Type: application/json\r\nContent-Length: 12\r\n\r\n{\"id\":\"cr\"}",
+        )
+        .await
+        .expect("write");
+    let mut answer = Vec::new();
+    let _ = tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        stream.read_to_end(&mut answer),
+    )
+    .await;
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(
+        answer.is_empty() || answer.starts_with("HTTP/1.1 400"),
+        "{answer}"
+    );
+    println!("a header value with a bare CR: {:?}", answer.lines().next());
+    assert_eq!(inbox.count().await, 0, "nothing stored");
+    inbox.stop().await;
+}

@@ -33,6 +33,14 @@ pub(crate) fn too_large_message(max_bytes: usize) -> String {
     format!("Request body exceeds {max_bytes} bytes")
 }
 
+/// The error text of a 408: the body did not arrive within `server.requestReadTimeoutMs`.
+pub(crate) fn slow_body_message(timeout: std::time::Duration) -> String {
+    format!(
+        "Request body not received within {} ms",
+        timeout.as_millis()
+    )
+}
+
 /// The body text of a 404.
 pub(crate) const NOT_FOUND: &str = "Not found";
 

@@ -8,6 +8,7 @@ use crate::inbox::{self, InboxRoutes};
 use crate::metrics::{Metrics, MetricsRender};
 use crate::root::Root;
 use queuebox_ports::health::Readiness;
+use salvo::fuse::FuseConfig;
 use salvo::prelude::*;
 use salvo::server::ServerHandle;
 use std::net::SocketAddr;
@@ -44,6 +45,9 @@ pub struct Listeners {
 pub struct ServerOptions {
     /// `inbox.maxBodyBytes`: the body cap of every data-port route.
     pub max_body_bytes: usize,
+    /// `server.requestReadTimeoutMs`: the longest a client may take to send a request's head,
+    /// and then its whole body, on either port.
+    pub request_read_timeout: Duration,
 }
 
 /// The running HTTP server: one salvo server per port.
@@ -118,8 +122,15 @@ impl HttpServer {
             })
             .hoop(BodyLimit {
                 max_bytes: options.max_body_bytes,
+                read_timeout: options.request_read_timeout,
             });
-        let (handle, task) = serve(listeners.data, data_service, "data port").await?;
+        let (handle, task) = serve(
+            listeners.data,
+            data_service,
+            "data port",
+            options.request_read_timeout,
+        )
+        .await?;
         handles.push(handle);
         tasks.push(task);
 
@@ -139,7 +150,13 @@ impl HttpServer {
                 router = router.push(admin_router);
             }
             let service = Service::new(router).catcher(errors::json_catcher());
-            let (handle, task) = serve(listener, service, "management port").await?;
+            let (handle, task) = serve(
+                listener,
+                service,
+                "management port",
+                options.request_read_timeout,
+            )
+            .await?;
             handles.push(handle);
             tasks.push(task);
         }
@@ -198,10 +215,14 @@ async fn serve(
     listener: tokio::net::TcpListener,
     service: Service,
     what: &'static str,
+    read_timeout: Duration,
 ) -> Result<(ServerHandle, JoinHandle<()>), HttpServerError> {
     let acceptor = salvo::conn::tcp::TcpAcceptor::try_from(listener)
         .map_err(|source| HttpServerError::Listener { what, source })?;
-    let server = Server::new(acceptor);
+    // A request head that has not arrived within the read timeout closes the connection (salvo's
+    // fuse bounds the protocol detection and hyper's header read together).
+    let server = Server::new(acceptor)
+        .fuse_config(FuseConfig::default().with_http1_header_timeout(read_timeout));
     let handle = server.handle();
     let task = tokio::spawn(async move {
         server.serve(service).await;

@@ -71,7 +71,10 @@ async fn serve(ingest: Arc<Scripted>) -> HttpServer {
             data,
             management: None,
         },
-        ServerOptions { max_body_bytes: 64 },
+        ServerOptions {
+            max_body_bytes: 64,
+            request_read_timeout: std::time::Duration::from_secs(5),
+        },
         InboxRoutes {
             routes: vec![
                 InboxRoute {

@@ -56,6 +56,10 @@ pub struct ServerSettings {
     pub http_port: u16,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub management_port: Option<u16>,
+    /// `requestReadTimeoutMs` (an addition): how long a client may take to send a request's head,
+    /// and then its whole body.
+    #[serde(rename = "requestReadTimeoutMs", serialize_with = "ms")]
+    pub request_read_timeout: Duration,
 }
 
 /// `database.*`. Serialized by hand in `render`, because the schema names spread over three keys.

@@ -1,9 +1,14 @@
 //! `server.*`.
 
-use super::port;
+use super::{Floor, millis, port};
 use crate::model::ServerSettings;
 use crate::reader::{Block, Reader};
 use serde_json::Value;
+
+/// `server.requestReadTimeoutMs` when unset: a legitimate client sends a request's head, and then
+/// its body, well within 30 s; a client that trickles bytes to hold a connection (slowloris) is cut
+/// off then.
+const DEFAULT_REQUEST_READ_TIMEOUT_MS: u64 = 30_000;
 
 pub(super) fn read(r: &mut Reader, value: Option<&Value>) -> ServerSettings {
     let mut b = Block::open(r, value, "server");
@@ -15,9 +20,17 @@ pub(super) fn read(r: &mut Reader, value: Option<&Value>) -> ServerSettings {
             format!("must differ from server.httpPort, both are {http_port}"),
         );
     }
+    let request_read_timeout = millis(
+        r,
+        &mut b,
+        "requestReadTimeoutMs",
+        DEFAULT_REQUEST_READ_TIMEOUT_MS,
+        Floor::AtLeast(100),
+    );
     b.finish(r);
     ServerSettings {
         http_port,
         management_port,
+        request_read_timeout,
     }
 }
