@@ -10,9 +10,10 @@ COPY . .
 RUN cargo build --release --locked -p queuebox --no-default-features --features "${FEATURES}" \
  && cp target/release/queuebox /usr/local/bin/queuebox
 
+# librdkafka (the kafka feature) links OpenSSL and zlib dynamically: libssl3 and zlib1g below.
 FROM debian:bookworm-slim
 RUN apt-get update \
- && apt-get install -y --no-install-recommends ca-certificates curl \
+ && apt-get install -y --no-install-recommends ca-certificates curl libssl3 zlib1g \
  && rm -rf /var/lib/apt/lists/* \
  && groupadd --system queuebox \
  && useradd --system --gid queuebox --home-dir /nonexistent --shell /usr/sbin/nologin queuebox \
