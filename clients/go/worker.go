@@ -79,6 +79,10 @@ func (w *InboxWorker) Run(ctx context.Context, handler Handler) error {
 		return errors.New("queuebox: Run needs a handler")
 	}
 	if err := w.checkSchema(ctx); err != nil {
+		if ctx.Err() != nil {
+			// Stopped before the first claim: nothing was claimed, nothing to drain.
+			return nil
+		}
 		return err
 	}
 	batch := w.options.BatchSize
