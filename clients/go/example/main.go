@@ -26,14 +26,23 @@ func (stdLogger) Warn(m string, f map[string]any)  { log.Println("WARN", m, f) }
 func (stdLogger) Error(m string, f map[string]any) { log.Println("ERROR", m, f) }
 
 func main() {
-	db, err := sql.Open("pgx", os.Getenv("DATABASE_URL"))
-	if err != nil {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	if err := run(ctx, os.Getenv("DATABASE_URL")); err != nil {
 		log.Fatal(err)
+	}
+}
+
+// run stores the orders of the "orders" pull source until ctx is cancelled.
+func run(ctx context.Context, databaseURL string) error {
+	db, err := sql.Open("pgx", databaseURL)
+	if err != nil {
+		return err
 	}
 	defer db.Close()
 	// The business table of this example; a real application has its own.
-	if _, err := db.Exec(`CREATE TABLE IF NOT EXISTS orders (id TEXT PRIMARY KEY, total INT NOT NULL)`); err != nil {
-		log.Fatal(err)
+	if _, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS orders (id TEXT PRIMARY KEY, total INT NOT NULL)`); err != nil {
+		return err
 	}
 
 	worker, err := queuebox.NewInboxWorker(db, queuebox.Options{
@@ -45,12 +54,10 @@ func main() {
 		Logger:        stdLogger{},
 	})
 	if err != nil {
-		log.Fatal(err)
+		return err
 	}
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	err = worker.Run(ctx, func(ctx context.Context, message queuebox.Message, tx *sql.Tx) error {
+	return worker.Run(ctx, func(ctx context.Context, message queuebox.Message, tx *sql.Tx) error {
 		var order struct {
 			ID    string `json:"id"`
 			Total int    `json:"total"`
@@ -66,7 +73,4 @@ func main() {
 		}
 		return err
 	})
-	if err != nil {
-		log.Fatal(err)
-	}
 }
