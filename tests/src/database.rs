@@ -112,6 +112,21 @@ impl TestDatabase {
         let _ = admin.close().await;
     }
 
+    /// Lets connections in again after [`TestDatabase::refuse_connections`].
+    pub async fn allow_connections(&self) {
+        let mut admin = PgConnection::connect(&server_url())
+            .await
+            .expect("admin connection");
+        sqlx::query(AssertSqlSafe(format!(
+            "ALTER DATABASE \"{}\" WITH ALLOW_CONNECTIONS true",
+            self.name
+        )))
+        .execute(&mut admin)
+        .await
+        .expect("allow connections");
+        let _ = admin.close().await;
+    }
+
     /// Drops the database, ending any connection still open to it.
     pub async fn drop_database(self) {
         if let Ok(mut admin) = PgConnection::connect(&server_url()).await {
