@@ -53,6 +53,14 @@ KAFKA_SCRAM_PASSWORD=queuebox-secret
 KAFKA_DENIED_USER=queuebox-denied
 KAFKA_DENIED_PASSWORD=queuebox-denied-secret
 
+# The restart and fail-over tests' own pair of clusters (the shared main cluster is never stopped):
+# a primary and a streaming standby with synchronous replication, driven by pair.sh.
+PGF_PRIMARY=qbprimary
+PGF_PRIMARY_PORT=5433
+PGF_STANDBY=qbstandby
+PGF_STANDBY_PORT=5434
+PGF_HOME=/var/lib/queuebox-pg-failover
+
 NATS_PORT=4222
 # JetStream's state (streams, consumers) lives here; the log beside it.
 NATS_DIR=/var/lib/queuebox-nats
@@ -165,6 +173,119 @@ SQL
   echo "export QB_TEST_PG_CAPTURE_ACCOUNT=$PG_CAPTURE_USER:$PG_CAPTURE_PASSWORD"
   echo "export QB_TEST_PG_CA=$PG_TLS_DIR/ca.crt"
   echo "export QB_TEST_PG_OTHER_CA=$PG_TLS_DIR/other-ca.crt"
+}
+
+# The pair of the restart and fail-over tests: clusters $PGF_PRIMARY and $PGF_STANDBY of their own,
+# so stopping, promoting or fencing them never touches the main cluster other tests use. pair.sh
+# (written below) is what the tests call; `reset` rebuilds the known topology: the primary up and
+# writable, the standby a fresh base backup streaming synchronously (a commit returns only once the
+# standby has flushed it, so a promotion loses no committed row).
+start_postgres_pair() {
+  local name port
+  for name in "$PGF_PRIMARY" "$PGF_STANDBY"; do
+    port=$PGF_PRIMARY_PORT
+    [ "$name" = "$PGF_STANDBY" ] && port=$PGF_STANDBY_PORT
+    if ! pg_lsclusters -h 2>/dev/null | awk '{print $1" "$2}' | grep -qx "$PG_VERSION $name"; then
+      log "creating cluster $PG_VERSION/$name on port $port"
+      pg_createcluster "$PG_VERSION" "$name" --port "$port" >&2
+    fi
+    local conf="/etc/postgresql/$PG_VERSION/$name/conf.d/queuebox-tests.conf" wanted
+    # Only the primary waits for a standby: a promoted standby must not wait for one of its own.
+    local sync="synchronous_standby_names = '*'"
+    [ "$name" = "$PGF_STANDBY" ] && sync="# no synchronous standby: this cluster is the standby"
+    wanted=$(cat <<CONF
+# Written by QueueBox scripts/services.sh for the restart and fail-over tests.
+listen_addresses = '127.0.0.1'
+port = $port
+max_connections = 100
+shared_buffers = 32MB
+wal_level = replica
+max_wal_senders = 10
+wal_keep_size = 256MB
+hot_standby = on
+jit = off
+$sync
+CONF
+)
+    if [ "$(cat "$conf" 2>/dev/null)" != "$wanted" ]; then
+      log "writing $conf"
+      mkdir -p "$(dirname "$conf")"
+      printf '%s\n' "$wanted" > "$conf"
+      if pg_lsclusters -h | awk -v v="$PG_VERSION" -v n="$name" '$1==v && $2==n {print $4}' | grep -q online; then
+        pg_ctlcluster --skip-systemctl-redirect "$PG_VERSION" "$name" restart >&2
+      fi
+    fi
+  done
+  mkdir -p "$PGF_HOME"
+  cat > "$PGF_HOME/pair.sh" <<SCRIPT
+#!/usr/bin/env bash
+# Written by QueueBox scripts/services.sh: drives the test pair, primary $PGF_PRIMARY on
+# $PGF_PRIMARY_PORT and standby $PGF_STANDBY on $PGF_STANDBY_PORT. Progress on stderr.
+#   pair.sh reset                      primary up and writable, standby rebuilt and streaming in sync
+#   pair.sh stop primary|standby [fast|immediate]   (immediate: as a crash)
+#   pair.sh start primary|standby
+#   pair.sh promote standby            the standby becomes writable
+#   pair.sh read-only primary|standby on|off        default_transaction_read_only, reloaded
+set -euo pipefail
+V=$PG_VERSION
+cluster() { case "\$1" in primary) echo $PGF_PRIMARY ;; standby) echo $PGF_STANDBY ;; *) echo "unknown cluster \$1" >&2; exit 2 ;; esac; }
+port() { case "\$1" in primary) echo $PGF_PRIMARY_PORT ;; standby) echo $PGF_STANDBY_PORT ;; esac; }
+online() { pg_lsclusters -h | awk -v v=\$V -v n="\$(cluster "\$1")" '\$1==v && \$2==n {print \$4}' | grep -q online; }
+# synchronous_commit = local: the pair's own changes must not wait for a standby that is down.
+sql() { su postgres -c "psql -qtAX -v ON_ERROR_STOP=1 -p \$(port "\$1") -d postgres" <<<"SET synchronous_commit = local; \$2"; }
+# Waits up to 60 s for "\$@" to succeed.
+await() { for _ in \$(seq 1 300); do "\$@" >/dev/null 2>&1 && return 0; sleep 0.2; done; echo "pair.sh: timed out: \$*" >&2; exit 1; }
+ready() { su postgres -c "pg_isready -q -h 127.0.0.1 -p \$(port "\$1")"; }
+stop() { online "\$1" || return 0; pg_ctlcluster --skip-systemctl-redirect \$V "\$(cluster "\$1")" stop -m "\${2:-fast}" >&2; }
+start() { online "\$1" || pg_ctlcluster --skip-systemctl-redirect \$V "\$(cluster "\$1")" start >&2; await ready "\$1"; }
+writable() { [ "\$(sql "\$1" 'SELECT pg_is_in_recovery()')" = f ]; }
+in_sync() { [ "\$(sql primary "SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming' AND sync_state = 'sync'")" = 1 ]; }
+case "\${1:-}" in
+  reset)
+    stop standby immediate
+    start primary
+    sql primary "ALTER SYSTEM RESET default_transaction_read_only; SELECT pg_reload_conf();" >/dev/null
+    for db in \$(sql primary "SELECT datname FROM pg_database WHERE datname LIKE 'qb\\_e2e\\_%'"); do
+      sql primary "DROP DATABASE \\"\$db\\" WITH (FORCE)" >/dev/null
+    done
+    data=/var/lib/postgresql/\$V/$PGF_STANDBY
+    rm -rf "\$data"
+    su postgres -c "pg_basebackup -p $PGF_PRIMARY_PORT -D \$data -R -X stream -c fast" >&2
+    start standby
+    await in_sync
+    echo "pair.sh: reset: primary on $PGF_PRIMARY_PORT, standby on $PGF_STANDBY_PORT in sync" >&2
+    ;;
+  stop) stop "\${2:?primary or standby}" "\${3:-fast}" ;;
+  start) start "\${2:?primary or standby}" ;;
+  promote)
+    pg_ctlcluster --skip-systemctl-redirect \$V "\$(cluster "\${2:?standby}")" promote >&2
+    await writable "\$2"
+    ;;
+  read-only)
+    sql "\${2:?primary or standby}" "ALTER SYSTEM SET default_transaction_read_only = \${3:?on or off}; SELECT pg_reload_conf();" >/dev/null
+    ;;
+  *) echo "usage: pair.sh reset | stop|start NAME | promote standby | read-only NAME on|off" >&2; exit 2 ;;
+esac
+SCRIPT
+  chmod 755 "$PGF_HOME/pair.sh"
+  "$PGF_HOME/pair.sh" start primary
+  # The same test account as the main cluster; the standby receives it through replication.
+  su postgres -c "psql -q -v ON_ERROR_STOP=1 -p $PGF_PRIMARY_PORT -d postgres" >&2 <<SQL
+SET synchronous_commit = local;
+DO \$\$ BEGIN
+  IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '$PG_USER') THEN
+    CREATE ROLE $PG_USER LOGIN CREATEDB PASSWORD '$PG_PASSWORD';
+  ELSE
+    ALTER ROLE $PG_USER LOGIN CREATEDB PASSWORD '$PG_PASSWORD';
+  END IF;
+END \$\$;
+SQL
+  "$PGF_HOME/pair.sh" reset
+  log "PostgreSQL pair ready: primary 127.0.0.1:$PGF_PRIMARY_PORT, standby 127.0.0.1:$PGF_STANDBY_PORT"
+  echo "export QB_TEST_PG_FAILOVER_PRIMARY=127.0.0.1:$PGF_PRIMARY_PORT"
+  echo "export QB_TEST_PG_FAILOVER_STANDBY=127.0.0.1:$PGF_STANDBY_PORT"
+  echo "export QB_TEST_PG_FAILOVER_ACCOUNT=$PG_USER:$PG_PASSWORD"
+  echo "export QB_TEST_PG_FAILOVER_CONTROL=$PGF_HOME/pair.sh"
 }
 
 # RabbitMQ from Debian's package, on loopback, as the node rabbit@localhost (a fixed node name, so
@@ -399,6 +520,7 @@ install_build_tools() {
 
 install_build_tools
 start_postgres
+start_postgres_pair
 start_rabbitmq
 start_kafka
 start_nats

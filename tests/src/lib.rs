@@ -6,6 +6,7 @@
 
 pub mod database;
 pub mod inbox;
+pub mod pair;
 pub mod process;
 pub mod receiver;
 

@@ -1,7 +1,8 @@
 //! Turning [`DatabaseOptions`] into sqlx connection options, and the start-up wait.
 //!
 //! sqlx connects to one host, so a multi-host URL is handled here: the start tries the hosts in
-//! order on every round and builds the pool on the first one that answers.
+//! order on every round and builds the pool on the first one that answers (and, with several
+//! hosts, accepts writes); after the start, [`crate::failover`] moves the pool between them.
 
 use std::time::{Duration, Instant};
 
@@ -10,6 +11,7 @@ use sqlx::postgres::{PgConnectOptions, PgSslMode};
 use sqlx::{ConnectOptions, Connection};
 
 use crate::error::{PostgresError, fails_fast_at_start, is_certificate_refusal, redact};
+use crate::failover::is_read_only;
 
 /// The `application_name` a session reports unless the URL sets one.
 pub const DEFAULT_APPLICATION_NAME: &str = "queuebox";
@@ -57,6 +59,10 @@ pub(crate) fn connect_options(
             "application_name" | "ApplicationName" => base.application_name(value),
             "options" => base.options(parse_options(value)),
             "currentSchema" => base.options([("search_path", value.as_str())]),
+            "targetServerType" => {
+                check_target_server_type(target, value)?;
+                base
+            }
             _ => {
                 tracing::warn!(parameter = %key, "ignoring a database URL parameter the PostgreSQL adapter does not use");
                 base
@@ -68,6 +74,26 @@ pub(crate) fn connect_options(
         .iter()
         .map(|host| for_host(&base, host))
         .collect())
+}
+
+/// JDBC's `targetServerType`. QueueBox writes on every path, so it always looks for a writable
+/// host: `primary` (and its old name `master`), `preferPrimary` and `any` all mean that here, while
+/// `secondary` and `preferSecondary`, which point at a standby, are refused.
+fn check_target_server_type(target: &DatabaseTarget, value: &str) -> Result<(), PostgresError> {
+    match value {
+        "any" | "primary" | "master" | "preferPrimary" => Ok(()),
+        "secondary" | "preferSecondary" | "slave" | "preferSlave" => Err(PostgresError::Refused {
+            url: target.display_url(),
+            cause: format!(
+                "targetServerType={value} points QueueBox at a standby, which accepts no writes; \
+                 remove it or use targetServerType=primary"
+            ),
+        }),
+        _ => Err(PostgresError::Refused {
+            url: target.display_url(),
+            cause: format!("targetServerType `{value}` is not one of any, primary, preferPrimary"),
+        }),
+    }
 }
 
 fn for_host(base: &PgConnectOptions, host: &DatabaseHost) -> PgConnectOptions {
@@ -87,7 +113,8 @@ fn parse_options(value: &str) -> Vec<(String, String)> {
 }
 
 /// Waits until one host accepts a session, trying the hosts in order each round, for at most
-/// `startup_timeout`. Returns the options of the host that answered.
+/// `startup_timeout`. Returns the index of the host that answered. With more than one host, a
+/// host whose sessions are read-only (a standby) is passed over: QueueBox writes.
 ///
 /// # Errors
 /// [`PostgresError::Unreachable`] when the time runs out, naming the masked URL and the last
@@ -95,15 +122,15 @@ fn parse_options(value: &str) -> Vec<(String, String)> {
 /// build cannot meet, or a bad parameter.
 pub(crate) async fn wait_for_database(
     options: &DatabaseOptions,
-    hosts: Vec<PgConnectOptions>,
-) -> Result<PgConnectOptions, PostgresError> {
+    hosts: &[PgConnectOptions],
+) -> Result<usize, PostgresError> {
     let started = Instant::now();
     let deadline = started + options.startup_timeout;
     let password = options.target.password.expose();
     let mut backoff = FIRST_BACKOFF;
     let mut last_cause = String::from("no attempt finished before the timeout");
     loop {
-        for host in &hosts {
+        for (index, host) in hosts.iter().enumerate() {
             let remaining = deadline.saturating_duration_since(Instant::now());
             if remaining.is_zero() {
                 break;
@@ -112,10 +139,31 @@ pub(crate) async fn wait_for_database(
             // gets its turn: one attempt gets at most `connectionTimeoutMs`.
             let attempt = remaining.min(options.connection_timeout);
             match tokio::time::timeout(attempt, host.connect()).await {
-                Ok(Ok(connection)) => {
+                Ok(Ok(mut connection)) => {
+                    let read_only = if hosts.len() > 1 {
+                        is_read_only(&mut connection)
+                            .await
+                            .map_err(|e| e.to_string())
+                    } else {
+                        Ok(false)
+                    };
                     // The probe only proves the host answers; the pool opens its own sessions.
                     let _ = connection.close().await;
-                    return Ok(host.clone());
+                    match read_only {
+                        Ok(false) => return Ok(index),
+                        Ok(true) => {
+                            last_cause = format!(
+                                "{}:{}: accepts no writes (transaction_read_only is on)",
+                                host.get_host(),
+                                host.get_port()
+                            );
+                            tracing::warn!(url = %options.target.display_url(), cause = %last_cause, "skipping a read-only database host");
+                        }
+                        Err(cause) => {
+                            last_cause =
+                                format!("{}:{}: {cause}", host.get_host(), host.get_port());
+                        }
+                    }
                 }
                 Ok(Err(error)) => {
                     let hint = if is_certificate_refusal(&error) {
@@ -227,6 +275,23 @@ mod tests {
         let text = error.to_string();
         assert!(text.contains("sslmode `maybe`"), "{text}");
         assert!(!text.contains("hunter2"), "{text}");
+    }
+
+    #[test]
+    fn target_server_type_accepts_writable_targets_and_refuses_standbys() {
+        for value in ["any", "primary", "master", "preferPrimary"] {
+            let params = vec![("targetServerType".to_owned(), value.to_owned())];
+            assert!(connect_options(&target(params)).is_ok(), "{value}");
+        }
+        for value in ["secondary", "preferSecondary"] {
+            let params = vec![("targetServerType".to_owned(), value.to_owned())];
+            let text = connect_options(&target(params))
+                .expect_err(value)
+                .to_string();
+            assert!(text.contains("accepts no writes"), "{text}");
+        }
+        let params = vec![("targetServerType".to_owned(), "leader".to_owned())];
+        assert!(connect_options(&target(params)).is_err());
     }
 
     #[test]

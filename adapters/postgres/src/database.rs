@@ -16,6 +16,7 @@ use queuebox_ports::retention::RetentionStore;
 use crate::capture::{CaptureConnection, PgCaptureConnector, PgCaptureStateStore, PgWakeChannel};
 use crate::connect::{connect_options, wait_for_database};
 use crate::error::PostgresError;
+use crate::failover::{Failover, describe};
 use crate::guard;
 use crate::health::DatabaseHealth;
 use crate::migrate::{self, MigrationReport};
@@ -43,14 +44,25 @@ pub async fn connect(options: &DatabaseOptions) -> Result<PostgresDatabase, Post
     let statements = Statements::render(&options.schema)?;
     refuse_migrate_with_renames(options.migrate, &options.schema)?;
     let hosts = connect_options(&options.target)?;
-    let chosen = wait_for_database(options, hosts).await?;
+    let chosen = wait_for_database(options, &hosts).await?;
     tracing::info!(
         url = %options.target.display_url(),
-        host = chosen.get_host(),
+        host = %describe(&hosts[chosen]),
         pool_size = options.pool_size,
         "database reachable"
     );
-    let pool = Pool::new(chosen, options.pool_size, options.connection_timeout);
+    let pool = if hosts.len() > 1 {
+        let failover = Failover::new(
+            hosts,
+            chosen,
+            options.connection_timeout,
+            options.target.password.clone(),
+        );
+        Pool::with_failover(failover, options.pool_size, options.connection_timeout)
+    } else {
+        let host = hosts.into_iter().next().ok_or(PostgresError::NoHost)?;
+        Pool::new(host, options.pool_size, options.connection_timeout)
+    };
     Ok(PostgresDatabase {
         pool,
         statements: Arc::new(statements),

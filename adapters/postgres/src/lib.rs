@@ -13,6 +13,7 @@ mod capture;
 mod connect;
 mod database;
 mod error;
+mod failover;
 mod guard;
 mod health;
 mod inbox_store;

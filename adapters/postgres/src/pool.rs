@@ -15,6 +15,7 @@ use sqlx::{PgConnection, PgPool, Postgres};
 use tokio::task::JoinHandle;
 
 use crate::error::PostgresError;
+use crate::failover::{self, Failover};
 use crate::pool_metrics::PoolMetrics;
 
 /// HikariCP's `minimumIdle` counterpart. The pool opens connections on demand, up to `poolSize`,
@@ -35,13 +36,16 @@ tokio::task_local! {
 pub struct Pool {
     inner: PgPool,
     metrics: Arc<PoolMetrics>,
-    sampler: Arc<SamplerHandle>,
+    sampler: Arc<TaskHandle>,
+    /// The hosts of a multi-host URL and the task that moves the pool between them.
+    failover: Option<(Arc<Failover>, Arc<TaskHandle>)>,
 }
 
+/// A background task of the pool, aborted when the last clone of the pool goes.
 #[derive(Debug)]
-struct SamplerHandle(JoinHandle<()>);
+struct TaskHandle(JoinHandle<()>);
 
-impl Drop for SamplerHandle {
+impl Drop for TaskHandle {
     fn drop(&mut self) {
         self.0.abort();
     }
@@ -50,25 +54,63 @@ impl Drop for SamplerHandle {
 impl Pool {
     /// Builds a pool that opens its connections on first use with `connect`.
     pub(crate) fn new(connect: PgConnectOptions, size: u32, acquire_timeout: Duration) -> Self {
+        Self::build(connect, size, acquire_timeout, None)
+    }
+
+    /// Builds a pool on the current host of `failover` that moves to another host of a
+    /// multi-host URL when this one goes away or turns read-only (see [`crate::failover`]).
+    pub(crate) fn with_failover(failover: Failover, size: u32, acquire_timeout: Duration) -> Self {
+        let connect = failover.current_options();
+        Self::build(connect, size, acquire_timeout, Some(Arc::new(failover)))
+    }
+
+    fn build(
+        connect: PgConnectOptions,
+        size: u32,
+        acquire_timeout: Duration,
+        failover: Option<Arc<Failover>>,
+    ) -> Self {
         let metrics = Arc::new(PoolMetrics::new(MAIN_POOL_NAME, MIN_CONNECTIONS, size));
         metrics.register();
         let on_connect = Arc::clone(&metrics);
-        let inner = PgPoolOptions::new()
+        let check_new = failover.clone();
+        let mut options = PgPoolOptions::new()
             .max_connections(size)
             .min_connections(MIN_CONNECTIONS)
             .acquire_timeout(acquire_timeout)
-            .after_connect(move |_connection, _meta| {
+            .after_connect(move |connection, _meta| {
                 if let Ok(started) = ACQUIRE_STARTED.try_with(|started| *started) {
                     on_connect.created(started.elapsed());
                 }
-                Box::pin(async { Ok(()) })
-            })
-            .connect_lazy_with(connect);
+                let check_new = check_new.clone();
+                Box::pin(async move {
+                    match check_new {
+                        Some(failover) => failover.after_connect(connection).await,
+                        None => Ok(()),
+                    }
+                })
+            });
+        if let Some(failover) = &failover {
+            // The read-only check replaces sqlx's ping: one round trip either way.
+            let check_idle = Arc::clone(failover);
+            options = options
+                .test_before_acquire(false)
+                .before_acquire(move |connection, meta| {
+                    let check_idle = Arc::clone(&check_idle);
+                    Box::pin(async move { check_idle.before_acquire(connection, meta).await })
+                });
+        }
+        let inner = options.connect_lazy_with(connect);
         let sampler = tokio::spawn(sample(inner.clone(), Arc::clone(&metrics)));
+        let failover = failover.map(|failover| {
+            let watcher = tokio::spawn(failover::watch(Arc::clone(&failover), inner.clone()));
+            (failover, Arc::new(TaskHandle(watcher)))
+        });
         Self {
             inner,
             metrics,
-            sampler: Arc::new(SamplerHandle(sampler)),
+            sampler: Arc::new(TaskHandle(sampler)),
+            failover,
         }
     }
 
@@ -81,7 +123,11 @@ impl Pool {
         let started = Instant::now();
         let result = {
             let _pending = self.metrics.start_pending();
-            ACQUIRE_STARTED.scope(started, self.inner.acquire()).await
+            let acquire = ACQUIRE_STARTED.scope(started, self.inner.acquire());
+            match &self.failover {
+                Some((failover, _)) => failover.watch_acquire(acquire).await,
+                None => acquire.await,
+            }
         };
         self.sample();
         match result {
@@ -108,6 +154,9 @@ impl Pool {
 
     /// Closes every connection and waits for the borrowed ones to come back.
     pub async fn close(&self) {
+        if let Some((_, watcher)) = &self.failover {
+            watcher.0.abort();
+        }
         self.inner.close().await;
         self.sampler.0.abort();
         self.sample();
