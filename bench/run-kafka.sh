@@ -31,7 +31,10 @@
 # Settings: BATCH CONC POLL POOL (lib.sh; the measured session uses 500/64/100/10 as the RabbitMQ
 # pass), INFLIGHTS ("64 512": 64 = outbox.concurrency of the measured session, the comparable
 # setting), PARTITIONS (4), HTTP (1: run the HTTP drain each round), KAFKA_BOOTSTRAP
-# (QB_TEST_KAFKA_BOOTSTRAP, else 127.0.0.1:9092).
+# (QB_TEST_KAFKA_BOOTSTRAP, else 127.0.0.1:9092). Diagnosis only: BARE_LINGER_MS (1, QueueBox's
+# linger) sets the bare producer's linger.ms; QueueBox's line ends with mean_publish_ms and
+# mean_processing_ms from its /metrics (publish duration, and delivery start to finish queued).
+# At the end it runs inbox/run-kafka-ingest.sh RUNS INGEST_ROWS (100000) unless INGEST=0.
 source "$(dirname "$0")/lib.sh"
 
 RUNS=${1:-3}
@@ -159,6 +162,12 @@ run_queuebox() {
   peak_mem=$(mem "$QB_PID")
   local t_done; t_done=$(date +%s.%N)
   wait_consumer
+  # QueueBox's own view: the mean time a publish took (the broker's acknowledgement included) and
+  # the mean time a row took from the start of its delivery to its finish being queued
+  local metrics publish_ms processing_ms
+  metrics=$(curl -fs "http://127.0.0.1:$QB_PORT/metrics" || true)
+  publish_ms=$(awk '/^queuebox_outbox_publish_duration_seconds_sum/ {s=$NF} /^queuebox_outbox_publish_duration_seconds_count/ {c=$NF} END {if (c > 0) printf "%.2f", 1000 * s / c; else print "?"}' <<<"$metrics")
+  processing_ms=$(awk '/^queuebox_outbox_processing_duration_seconds_sum/ {s=$NF} /^queuebox_outbox_processing_duration_seconds_count/ {c=$NF} END {if (c > 0) printf "%.2f", 1000 * s / c; else print "?"}' <<<"$metrics")
   # a short grace for the last mark-sent statements, then the database's view
   sleep 0.5
   stop_queuebox
@@ -177,7 +186,8 @@ run_queuebox() {
        "cpu_qb=$(cpu "$q1 - $q0")% cpu_broker=$(cpu "$b1 - $b0")% cpu_pg_rundb=$(cpu "$db_ticks")%" \
        "cpu_machine=$(( mtot > 0 ? 100 * (mtot - midle) / mtot : 0 ))%" \
        "us_per_msg_qb=$(us "$q1 - $q0") us_per_msg_broker=$(us "$b1 - $b0") us_per_msg_pg_rundb=$(us "$db_ticks")" \
-       "idle_$(echo "$idle_mem" | sed 's/ VmHWM.*//') end_${peak_mem// / end_} not_sent_after=$left load_at_start=${load0// /,}"
+       "idle_$(echo "$idle_mem" | sed 's/ VmHWM.*//') end_${peak_mem// / end_} not_sent_after=$left load_at_start=${load0// /,}" \
+       "mean_publish_ms=$publish_ms mean_processing_ms=$processing_ms"
   if [ -n "${TOP_OUT:-}" ] && [ -f "$WORK/top-$scenario-$run.txt" ]; then cat "$WORK/top-$scenario-$run.txt" >>"$TOP_OUT"; fi
   drop_db "$rundb"
   topic_down
@@ -193,7 +203,7 @@ run_bare() {
   load0=$(cut -d' ' -f1-3 /proc/loadavg)
   b0=$(ticks_pid "$BROKER_PID"); m0=($(ticks_machine)); t0=$(date +%s.%N)
   pub=$( /usr/bin/time -f 'pub_cpu_s=%U+%S pub_maxrss_kB=%M' "$KAFKA_BIN" publish --bootstrap "$KAFKA_BOOTSTRAP" --topic "$TOPIC" --n "$n" \
-           --inflight "$inflight" --keys "$keys" --message-timeout-ms 30000 --timeout-s "$RUN_TIMEOUT" 2>"$WORK/pub.err" ) \
+           --inflight "$inflight" --keys "$keys" --linger-ms "${BARE_LINGER_MS:-1}" --message-timeout-ms 30000 --timeout-s "$RUN_TIMEOUT" 2>"$WORK/pub.err" ) \
     || { cat "$WORK/pub.err" >&2; log "the bare producer failed"; }
   wait_consumer
   b1=$(ticks_pid "$BROKER_PID"); m1=($(ticks_machine)); t1=$(date +%s.%N)
@@ -227,3 +237,7 @@ for scenario in $SCENARIOS; do
   done
   drop_db "$TEMPLATE"
 done
+# Kafka -> inbox against HTTP ingestion, in the same session (bench/inbox/run-kafka-ingest.sh)
+if [ "${INGEST:-1}" = 1 ]; then
+  "$BENCH_DIR/inbox/run-kafka-ingest.sh" "$RUNS" "${INGEST_ROWS:-100000}"
+fi
