@@ -30,6 +30,11 @@ cargo test --workspace --no-fail-fast
 echo "== examples/cdc smoke test"
 QB_BIN="${CARGO_TARGET_DIR:-target}/debug/queuebox" bash examples/cdc/smoke.sh
 
+# The Kafka bridge example's smoke test (5 s on a quiet machine; its first run puts confluent-kafka
+# into a virtual environment under /var/cache, from PyPI): topic -> inbox -> relay -> outbox -> topic.
+echo "== examples/kafka-bridge smoke test"
+QB_BIN="${CARGO_TARGET_DIR:-target}/debug/queuebox" bash examples/kafka-bridge/smoke.sh
+
 # The Rust pull client is a crate of its own (its own workspace and lock file): check it the same way.
 client=clients/rust/Cargo.toml
 echo "== clients/rust: fmt, clippy, test"
