@@ -749,3 +749,61 @@ async fn the_sources_rules_apply_to_stream_messages_filter_transform_pull_and_re
     drop(js.client);
     service.stop().await;
 }
+
+#[tokio::test]
+async fn a_nats_restart_under_a_consuming_source_loses_nothing_and_stores_each_once() {
+    let mut server = OwnServer::start().await;
+    let name = unique("srcrestart");
+    let js = Js::connect_to(&server.url()).await;
+    js.stream(&name).await;
+    let service = Service::start(&source(&name, &server.url(), "    ackWaitMs: 2000\n")).await;
+    wait_until("the source to consume", WAIT, || async {
+        (service.ready().await.0 == 200).then_some(())
+    })
+    .await;
+    let total = 300;
+    for i in 0..total / 2 {
+        js.publish(
+            format!("{name}.orders.created"),
+            HeaderMap::new(),
+            format!(r#"{{"messageId":"m-{i}"}}"#).as_bytes(),
+        )
+        .await;
+    }
+    server.kill();
+    wait_until(
+        "the component down while the server is away",
+        WAIT,
+        || async { (service.ready().await.0 == 503).then_some(()) },
+    )
+    .await;
+    server.launch().await;
+    let js = Js::connect_to(&server.url()).await;
+    for i in total / 2..total {
+        js.publish(
+            format!("{name}.orders.created"),
+            HeaderMap::new(),
+            format!(r#"{{"messageId":"m-{i}"}}"#).as_bytes(),
+        )
+        .await;
+    }
+    wait_until("every message stored", Duration::from_secs(60), || async {
+        let rows = service.count("SELECT count(*) FROM inbox").await;
+        (rows == i64::from(total)).then_some(())
+    })
+    .await;
+    let distinct = service
+        .count("SELECT count(DISTINCT idempotency_key) FROM inbox")
+        .await;
+    assert_eq!(
+        distinct,
+        i64::from(total),
+        "each message stored exactly once"
+    );
+    wait_until("every message acknowledged", WAIT, || async {
+        (js.consumer_backlog(&name, "queuebox-orders").await == (0, 0)).then_some(())
+    })
+    .await;
+    assert_eq!(service.ready().await.0, 200, "the component is up again");
+    service.stop().await;
+}
