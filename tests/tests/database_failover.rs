@@ -17,7 +17,7 @@ use queuebox_tests::receiver::{Policy, Receiver};
 use queuebox_tests::wait_until;
 use sqlx::{Connection, PgConnection};
 use std::collections::BTreeSet;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 const START: Duration = Duration::from_secs(30);
 /// How long a recovery (reconnect, fail-over, redelivery of expired claims) may take.
@@ -190,7 +190,11 @@ async fn queuebox_sessions(url: &str) -> i64 {
     count
 }
 
+/// Stops QueueBox, which must exit cleanly; `QB_TEST_SHOW_LOG=1` prints its log first.
 async fn stop(mut qb: QueueBox) {
+    if std::env::var("QB_TEST_SHOW_LOG").is_ok() {
+        eprintln!("{}", qb.log());
+    }
     qb.terminate();
     let status = qb.wait_exit(START).await;
     assert!(status.success(), "exit {status}; log:\n{}", qb.log());
@@ -250,12 +254,19 @@ async fn a_postgresql_restart_turns_readiness_down_and_back_up_and_loses_nothing
     // Rows committed just before the restart; some are still being claimed or sent when it hits.
     post_orders(port, "last", 0..10).await;
     insert_rows(&url, "direct.last", 30).await;
+    let stopped = Instant::now();
     pair.stop(Node::Primary, "fast").await;
     let down = wait_ready(port, 503, START).await;
     assert_eq!(down["components"]["database"]["status"], "down", "{down}");
+    let restarted = Instant::now();
     pair.start(Node::Primary).await;
     let up = wait_ready(port, 200, RECOVER).await;
     assert_eq!(up["components"]["database"]["status"], "up", "{up}");
+    eprintln!(
+        "measured: readiness 503 {:?} after the stop began; 200 {:?} after the start began",
+        restarted - stopped,
+        restarted.elapsed()
+    );
 
     post_orders(port, "after", 0..10).await;
     insert_rows(&url, "direct.after", 10).await;
@@ -287,10 +298,16 @@ async fn a_multi_host_url_moves_to_the_promoted_standby_when_the_primary_crashes
     insert_rows(&primary, "direct.last", 30).await;
     pair.stop(Node::Primary, "immediate").await;
     pair.promote_standby().await;
+    let promoted = Instant::now();
 
     qb.wait_for_log("database fail-over", RECOVER).await;
+    let moved = promoted.elapsed();
     let up = wait_ready(port, 200, RECOVER).await;
     assert_eq!(up["components"]["database"]["status"], "up", "{up}");
+    eprintln!(
+        "measured: moved {moved:?} and ready {:?} after the promotion",
+        promoted.elapsed()
+    );
     post_orders(port, "after", 0..10).await;
     insert_rows(&standby, "direct.after", 10).await;
     wait_settled(&standby, 90, 30, &receiver, &qb).await;
@@ -326,9 +343,15 @@ async fn a_host_that_turns_read_only_is_left_for_the_next_writable_one() {
     insert_rows(&primary, "direct.last", 30).await;
     pair.read_only(Node::Primary, true).await;
     pair.promote_standby().await;
+    let promoted = Instant::now();
 
     qb.wait_for_log("database fail-over", RECOVER).await;
+    let moved = promoted.elapsed();
     wait_ready(port, 200, RECOVER).await;
+    eprintln!(
+        "measured: moved {moved:?} and ready {:?} after the promotion",
+        promoted.elapsed()
+    );
     post_orders(port, "after", 0..10).await;
     insert_rows(&standby, "direct.after", 10).await;
     // The rows the primary had not finished when it was fenced are on the standby too (synchronous

@@ -7,7 +7,8 @@
 //!
 //! What starts a search (the "trouble" reports): a new connection lands on a read-only host
 //! (`after_connect`), an idle connection turns out read-only or broken (`before_acquire`, which
-//! replaces sqlx's ping with the read-only check: one round trip either way), and an acquire that
+//! replaces sqlx's ping with the read-only check, one round trip either way, and closes such a
+//! connection), and an acquire that
 //! fails or has not finished after [`SLOW_ACQUIRE`] (sqlx retries a refused connection until
 //! `connectionTimeoutMs`, so the acquire itself never says that the host has gone). A background
 //! task ([`watch`]) then tries the hosts in order, each for at most [`PROBE_TIMEOUT`], until one
@@ -95,17 +96,17 @@ impl Failover {
             .is_some_and(|moved| moved.elapsed() < age)
     }
 
-    /// The `after_connect` step: a new connection to a read-only host is refused (sqlx closes it
-    /// and tries again, with the options the watcher may have moved by then).
+    /// The `after_connect` step: a new connection to a read-only host wakes the watcher. The
+    /// connection is kept (its first write fails with SQLSTATE 25006 and the next acquire closes
+    /// it cleanly in [`Failover::before_acquire`]): refusing it here makes sqlx close it hard, and
+    /// a hard close of a healthy TLS session waits for the server to speak first, which holds the
+    /// acquire until `connectionTimeoutMs` (measured: 30 s with the default).
     pub(crate) async fn after_connect(&self, connection: &mut PgConnection) -> sqlx::Result<()> {
         match is_read_only(connection).await {
             Ok(false) => Ok(()),
             Ok(true) => {
                 self.report("a new connection is read-only");
-                Err(sqlx::Error::Protocol(format!(
-                    "{} accepts no writes (transaction_read_only is on); looking for another host of database.url",
-                    describe(&self.current_options())
-                )))
+                Ok(())
             }
             Err(error) => {
                 self.report("a new connection failed its first statement");
