@@ -85,7 +85,9 @@ impl fmt::Display for JsonPath {
 /// # Errors
 /// What makes the path indefinite or malformed.
 pub fn check_definite(path: &str) -> Result<(), String> {
-    parse_steps(path).map(|_| ())
+    // Trimmed as `JsonPath::parse` trims, so a path the start check accepts is one the extractor
+    // builds (the fuzzer found `$.` followed by a vertical tab accepted here and refused there).
+    parse_steps(path.trim()).map(|_| ())
 }
 
 fn parse_steps(path: &str) -> Result<Vec<Step>, String> {
@@ -191,6 +193,18 @@ mod tests {
             "$['a'][2]",
         ] {
             assert!(check_definite(good).is_ok(), "{good}");
+        }
+    }
+
+    #[test]
+    fn the_start_check_and_the_extractor_agree_on_surrounding_whitespace() {
+        // A fuzz finding: a member name of whitespace only passed the check untrimmed.
+        for text in ["$.\u{b}", " $.id ", "$.\t", "\n$"] {
+            assert_eq!(
+                check_definite(text).is_ok(),
+                JsonPath::parse(text).is_ok(),
+                "{text:?}"
+            );
         }
     }
 
