@@ -3,6 +3,7 @@
 use async_trait::async_trait;
 use serde::Serialize;
 use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, PoisonError};
 
 /// The state of one component.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -59,9 +60,76 @@ pub trait HealthCheck: Send + Sync {
     async fn check(&self) -> Result<(), String>;
 }
 
+/// A component whose owner sets its state (up, or down with a reason) as things happen, and whose
+/// check reads the last state at once: the component of a broker source (`rabbitmq.<source>`,
+/// `kafka.<source>`, `nats.<source>`). Clones share the state, so the source keeps one and the
+/// health registry another.
+#[derive(Debug, Clone)]
+pub struct SharedComponent {
+    name: Arc<str>,
+    state: Arc<Mutex<Result<(), String>>>,
+}
+
+impl SharedComponent {
+    /// A component named `name`, down with `reason` until its owner marks it up.
+    pub fn down_until_up(name: impl Into<String>, reason: impl Into<String>) -> Self {
+        Self {
+            name: Arc::from(name.into()),
+            state: Arc::new(Mutex::new(Err(reason.into()))),
+        }
+    }
+
+    /// Marks the component up.
+    pub fn up(&self) {
+        *self.state.lock().unwrap_or_else(PoisonError::into_inner) = Ok(());
+    }
+
+    /// Marks the component down with `reason`, which the caller has already redacted.
+    pub fn down(&self, reason: impl Into<String>) {
+        *self.state.lock().unwrap_or_else(PoisonError::into_inner) = Err(reason.into());
+    }
+
+    /// The current state, as [`HealthCheck::check`] reports it.
+    pub fn state(&self) -> Result<(), String> {
+        self.state
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+}
+
+#[async_trait]
+impl HealthCheck for SharedComponent {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    async fn check(&self) -> Result<(), String> {
+        self.state()
+    }
+}
+
 /// What the HTTP health routes call (implemented by the application's health registry).
 #[async_trait]
 pub trait Readiness: Send + Sync {
     /// Runs every check and builds the readiness report.
     async fn readiness(&self) -> HealthReport;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_shared_component_reports_what_its_owner_last_set() {
+        let health = SharedComponent::down_until_up("kafka.orders", "not checked yet");
+        assert_eq!(health.name(), "kafka.orders");
+        assert!(health.decides_readiness());
+        assert_eq!(health.state(), Err("not checked yet".to_owned()));
+        let shared = health.clone();
+        shared.up();
+        assert_eq!(health.state(), Ok(()));
+        shared.down("topic `x` does not exist");
+        assert_eq!(health.state(), Err("topic `x` does not exist".to_owned()));
+    }
 }

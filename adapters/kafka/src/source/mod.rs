@@ -33,6 +33,7 @@ use crate::error::KafkaError;
 use futures::FutureExt;
 use offsets::{Handled, plan};
 use queuebox_domain::redact::Redactor;
+use queuebox_ports::health::HealthCheck as _;
 use queuebox_ports::ingest::Ingest;
 use rdkafka::Message;
 use rdkafka::config::ClientConfig;
@@ -148,7 +149,7 @@ impl KafkaSource {
                 METADATA_REFRESH.as_millis().to_string(),
             );
         Ok(Self {
-            health: KafkaSourceHealth::new(&options.name),
+            health: health::component(&options.name),
             name: options.name,
             topics: options.topics,
             max_poll_records: usize::try_from(options.max_poll_records).unwrap_or(usize::MAX),
@@ -463,7 +464,7 @@ async fn probe_loop(
             Err(reason) => {
                 let reason = redactor.redact(&reason);
                 if health.state().as_ref().err() != Some(&reason) {
-                    tracing::warn!(component = %health_name(&health), "{reason}");
+                    tracing::warn!(component = %health.name(), "{reason}");
                 }
                 health.down(reason);
                 UNHEALTHY_PROBE_INTERVAL
@@ -471,9 +472,4 @@ async fn probe_loop(
         };
         tokio::time::sleep(wait).await;
     }
-}
-
-fn health_name(health: &KafkaSourceHealth) -> String {
-    use queuebox_ports::health::HealthCheck as _;
-    health.name().to_owned()
 }

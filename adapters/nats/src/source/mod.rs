@@ -138,7 +138,7 @@ impl NatsSource {
             nak_delay_max: options.nak_delay_max.max(options.nak_delay_min),
         });
         Ok(Self {
-            health: NatsSourceHealth::new(&options.name),
+            health: health::component(&options.name),
             name: options.name.clone(),
             batch_size: options.batch_size,
             retry_delay_min: options.retry_delay_min,

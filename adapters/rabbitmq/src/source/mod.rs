@@ -174,7 +174,7 @@ impl RabbitmqSource {
             redactor,
         });
         Ok(Self {
-            health: RabbitmqSourceHealth::new(&name),
+            health: health::component(&name),
             name,
             queue: options.queue_name,
             prefetch: options.prefetch_count,
