@@ -61,6 +61,12 @@ const AUTO_COMMIT_INTERVAL: Duration = Duration::from_secs(1);
 /// member's partitions to the others. Kafka's floor is 6 s; 10 s keeps a crashed replica's
 /// partitions idle briefly without rebalancing on a short pause.
 const SESSION_TIMEOUT: Duration = Duration::from_secs(10);
+/// The most record data librdkafka fetches ahead per consumer, in KiB (its default, 64 MiB, would
+/// hold a large share of the process's memory goal for records nobody reads yet).
+const PREFETCH_MAX_KBYTES: u32 = 16 * 1024;
+/// Records fetched ahead per `maxPollRecords`: enough to keep the next batches ready without
+/// librdkafka's default of 100,000 records.
+const PREFETCH_BATCHES: u32 = 10;
 /// How often librdkafka refreshes the topics' metadata, so a topic created later is read and a
 /// deleted one is noticed without waiting librdkafka's default five minutes.
 const METADATA_REFRESH: Duration = Duration::from_secs(5);
@@ -147,7 +153,16 @@ impl KafkaSource {
             .set(
                 "topic.metadata.refresh.interval.ms",
                 METADATA_REFRESH.as_millis().to_string(),
-            );
+            )
+            .set(
+                "queued.min.messages",
+                options
+                    .max_poll_records
+                    .saturating_mul(PREFETCH_BATCHES)
+                    .max(1000)
+                    .to_string(),
+            )
+            .set("queued.max.messages.kbytes", PREFETCH_MAX_KBYTES.to_string());
         Ok(Self {
             health: health::component(&options.name),
             name: options.name,
