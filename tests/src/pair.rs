@@ -3,8 +3,9 @@
 //! replication, on ports of their own so that stopping them never touches the main cluster other
 //! tests share. `pair.sh` (`QB_TEST_PG_FAILOVER_CONTROL`) stops, starts, promotes and resets them.
 //!
-//! The pair is one for the whole machine: a test takes [`Pair::lock`] for its whole run, and only
-//! one test binary (`database_failover`) uses the pair.
+//! The pair is one for the whole machine: a test takes [`Pair::lock`] for its whole run, which
+//! holds a mutex of this process and an exclusive lock on a file beside `pair.sh`, so runs of the
+//! suite by several people on one machine take turns instead of resetting the pair under each other.
 
 use sqlx::{AssertSqlSafe, Connection, PgConnection};
 use tokio::sync::{Mutex, MutexGuard};
@@ -31,6 +32,12 @@ pub struct Pair {
     control: String,
 }
 
+/// The pair is this test's until the guard drops (the file lock goes with the file).
+pub struct PairGuard {
+    _turn: MutexGuard<'static, ()>,
+    _file: std::fs::File,
+}
+
 /// One of the two clusters, by its role after [`Pair::reset`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Node {
@@ -52,8 +59,8 @@ impl Node {
 impl Pair {
     /// Takes the pair for one test (waiting for the test that has it) and resets it: the
     /// primary up and writable, the standby rebuilt and streaming in sync, no test database left.
-    pub async fn lock() -> (Self, MutexGuard<'static, ()>) {
-        let guard = PAIR.lock().await;
+    pub async fn lock() -> (Self, PairGuard) {
+        let turn = PAIR.lock().await;
         let (user, password) = env("QB_TEST_PG_FAILOVER_ACCOUNT")
             .split_once(':')
             .map(|(u, p)| (u.to_owned(), p.to_owned()))
@@ -65,8 +72,28 @@ impl Pair {
             password,
             control: env("QB_TEST_PG_FAILOVER_CONTROL"),
         };
+        let path = std::path::Path::new(&pair.control).with_file_name("tests.lock");
+        let file = tokio::task::spawn_blocking(move || {
+            let file = std::fs::OpenOptions::new()
+                .create(true)
+                .truncate(false)
+                .write(true)
+                .open(&path)
+                .unwrap_or_else(|error| panic!("open {}: {error}", path.display()));
+            file.lock()
+                .unwrap_or_else(|error| panic!("lock {}: {error}", path.display()));
+            file
+        })
+        .await
+        .expect("take the pair's file lock");
         pair.control(&["reset"]).await;
-        (pair, guard)
+        (
+            pair,
+            PairGuard {
+                _turn: turn,
+                _file: file,
+            },
+        )
     }
 
     /// Runs `pair.sh <args>`, panicking with its output when it fails.
