@@ -162,7 +162,10 @@ impl KafkaSource {
                     .max(1000)
                     .to_string(),
             )
-            .set("queued.max.messages.kbytes", PREFETCH_MAX_KBYTES.to_string());
+            .set(
+                "queued.max.messages.kbytes",
+                PREFETCH_MAX_KBYTES.to_string(),
+            );
         Ok(Self {
             health: health::component(&options.name),
             name: options.name,
