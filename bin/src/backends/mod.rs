@@ -17,14 +17,13 @@
 //! - a database kind: `pub async fn connect(options: &DatabaseOptions) -> anyhow::Result<Arc<dyn
 //!   DatabaseBackend>>`, called from the match in `crate::database::connect`.
 //!
-//! Registering it is one arm per match below ([`publisher`], [`start_source`]): the kind leaves
-//! the arm that leads to [`unwired`] for an arm of its own, beside the arm a build without the
-//! feature takes, for example
+//! Registering it is one arm per match below ([`publisher`], [`start_source`]), beside the arm a
+//! build without the feature takes, for example
 //!
 //! ```text
 //! #[cfg(feature = "rabbitmq")]
 //! DestinationKind::Rabbitmq(config) => {
-//!     rabbitmq::publisher(settings, name, destination, config).await.map(Some)
+//!     rabbitmq::publisher(settings, name, destination, config).await
 //! }
 //! #[cfg(not(feature = "rabbitmq"))]
 //! DestinationKind::Rabbitmq(_) => anyhow::bail!(Feature::Rabbitmq.missing(&format!(
@@ -56,8 +55,7 @@ use queuebox_ports::ingest::Ingest;
 use queuebox_ports::publish::Publisher;
 use std::sync::Arc;
 
-/// The publisher of destination `name`, built by the wiring module of its kind; `None` for a kind
-/// this build has no publisher for (see [`unwired`]).
+/// The publisher of destination `name`, built by the wiring module of its kind.
 ///
 /// # Errors
 /// The wiring module refuses the destination (a bad URL, a client that cannot be built).
@@ -65,33 +63,27 @@ pub async fn publisher(
     settings: &Settings,
     name: &str,
     destination: &Destination,
-) -> anyhow::Result<Option<Arc<dyn Publisher>>> {
+) -> anyhow::Result<Arc<dyn Publisher>> {
     match &destination.kind {
-        DestinationKind::Http(config) => http::publisher(settings, name, destination, config)
-            .await
-            .map(Some),
+        DestinationKind::Http(config) => http::publisher(settings, name, destination, config).await,
         #[cfg(feature = "rabbitmq")]
         DestinationKind::Rabbitmq(config) => {
-            rabbitmq::publisher(settings, name, destination, config)
-                .await
-                .map(Some)
+            rabbitmq::publisher(settings, name, destination, config).await
         }
         #[cfg(not(feature = "rabbitmq"))]
         DestinationKind::Rabbitmq(_) => anyhow::bail!(
             Feature::Rabbitmq.missing(&format!("destinations.{name} is a rabbitmq destination"))
         ),
         #[cfg(feature = "nats")]
-        DestinationKind::Nats(config) => nats::publisher(settings, name, destination, config)
-            .await
-            .map(Some),
+        DestinationKind::Nats(config) => nats::publisher(settings, name, destination, config).await,
         #[cfg(not(feature = "nats"))]
         DestinationKind::Nats(_) => anyhow::bail!(
             Feature::Nats.missing(&format!("destinations.{name} is a nats destination"))
         ),
         #[cfg(feature = "kafka")]
-        DestinationKind::Kafka(config) => kafka::publisher(settings, name, destination, config)
-            .await
-            .map(Some),
+        DestinationKind::Kafka(config) => {
+            kafka::publisher(settings, name, destination, config).await
+        }
         #[cfg(not(feature = "kafka"))]
         DestinationKind::Kafka(_) => anyhow::bail!(
             Feature::Kafka.missing(&format!("destinations.{name} is a kafka destination"))

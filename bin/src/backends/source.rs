@@ -1,5 +1,5 @@
 //! What starting a source gives `serve`, whatever its kind: a route for the HTTP server to serve,
-//! or a consumer that runs on its own (a broker source), or nothing.
+//! or a consumer that runs on its own (a broker source).
 
 use queuebox_application::health::HealthRegistry;
 use queuebox_application::lifecycle::{StopSignal, Workers};
@@ -26,8 +26,6 @@ pub enum StartedSource {
     Route(InboxRoute),
     /// A source that consumes on its own, such as a broker consumer.
     Consumer(SourceConsumer),
-    /// A source this build loads and validates but does not serve.
-    NotServed,
 }
 
 /// The consume loop of a source and its health component. `serve` registers the component and
@@ -73,7 +71,6 @@ impl StartedSources {
         match started {
             StartedSource::Route(route) => self.routes.push(route),
             StartedSource::Consumer(consumer) => self.consumers.push((name.to_owned(), consumer)),
-            StartedSource::NotServed => {}
         }
     }
 
@@ -118,7 +115,6 @@ mod tests {
                 },
             )),
         );
-        started.add("later", StartedSource::NotServed);
 
         let mut workers = Workers::new();
         let mut health = HealthRegistry::default();
