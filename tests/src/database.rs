@@ -24,18 +24,24 @@ pub struct TestDatabase {
     pub password: String,
     /// `host:port` of the test server.
     pub host_port: String,
+    /// The URL of the server's maintenance database, for creating, fencing and dropping this one.
+    server: String,
 }
 
 impl TestDatabase {
-    /// Creates an empty database with a unique name.
+    /// Creates an empty database with a unique name on the test server (`QB_TEST_PG_URL`).
     pub async fn create() -> Self {
-        let server = server_url();
+        Self::create_on(&server_url()).await
+    }
+
+    /// Creates an empty database with a unique name on the server whose maintenance database is
+    /// at `server` (`postgres://user:password@host:port/postgres`).
+    pub async fn create_on(server: &str) -> Self {
+        let server = server.to_owned();
         let name = format!("qb_e2e_{}", uuid::Uuid::new_v4().simple());
         let mut admin = PgConnection::connect(&server)
             .await
-            .unwrap_or_else(|error| {
-                panic!("cannot reach the test PostgreSQL at QB_TEST_PG_URL: {error}")
-            });
+            .unwrap_or_else(|error| panic!("cannot reach the test PostgreSQL server: {error}"));
         sqlx::query(AssertSqlSafe(format!("CREATE DATABASE \"{name}\"")))
             .execute(&mut admin)
             .await
@@ -57,6 +63,7 @@ impl TestDatabase {
             user: user.to_owned(),
             password: password.to_owned(),
             host_port,
+            server,
         }
     }
 
@@ -94,7 +101,7 @@ impl TestDatabase {
 
     /// Refuses every new connection and ends the open ones, as a database outage would.
     pub async fn refuse_connections(&self) {
-        let mut admin = PgConnection::connect(&server_url())
+        let mut admin = PgConnection::connect(&self.server)
             .await
             .expect("admin connection");
         sqlx::query(AssertSqlSafe(format!(
@@ -114,7 +121,7 @@ impl TestDatabase {
 
     /// Lets connections in again after [`TestDatabase::refuse_connections`].
     pub async fn allow_connections(&self) {
-        let mut admin = PgConnection::connect(&server_url())
+        let mut admin = PgConnection::connect(&self.server)
             .await
             .expect("admin connection");
         sqlx::query(AssertSqlSafe(format!(
@@ -129,7 +136,7 @@ impl TestDatabase {
 
     /// Drops the database, ending any connection still open to it.
     pub async fn drop_database(self) {
-        if let Ok(mut admin) = PgConnection::connect(&server_url()).await {
+        if let Ok(mut admin) = PgConnection::connect(&self.server).await {
             let _ = sqlx::query(AssertSqlSafe(format!(
                 "DROP DATABASE IF EXISTS \"{}\" WITH (FORCE)",
                 self.name

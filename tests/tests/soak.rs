@@ -1,18 +1,25 @@
 //! The soak: three replicas of the real binary on one database, a producer writing outbox rows
-//! over many keys at a steady rate, clients posting webhooks, and faults injected while they run
-//! (kill -9 of a replica and its restart, a database outage that ends every connection and
-//! refuses new ones, a receiver answering 503 for a while, a receiver failing a few percent of
-//! requests, a slow receiver). At the end it proves what QueueBox promises: every row sent, every
-//! message received at least once, the first deliveries of each key in insertion order, duplicates
-//! no more than the claims the replicas counted as lost or reclaimed, every webhook answered 2xx
-//! stored exactly once, and every relayed row delivered once in its aggregate's order.
+//! over many keys at a steady rate, clients posting webhooks, messages published to a RabbitMQ
+//! queue, a Kafka topic and a JetStream stream that every replica consumes, and faults injected
+//! while they run (kill -9 of a replica and its restart, a database outage that ends every
+//! connection and refuses new ones, a PostgreSQL crash and restart, a receiver answering 503 for a
+//! while, a receiver failing a few percent of requests, a slow receiver). At the end it proves
+//! what QueueBox promises: every row sent, every message received at least once, the first
+//! deliveries of each key in insertion order, duplicates no more than the claims the replicas
+//! counted as lost or reclaimed, every webhook answered 2xx and every message a broker
+//! acknowledged stored exactly once, and every relayed row delivered (webhooks in their
+//! aggregate's order).
 //!
-//! The size comes from the environment, so CI runs a short soak and a long one runs by hand:
-//! `QB_SOAK_ROWS` (default 20000), `QB_SOAK_KEYS` (500), `QB_SOAK_RATE` (rows a second, 2000),
-//! `QB_SOAK_WEBHOOKS` (3000), `QB_SOAK_KILLS` (2). The summary line it prints is what
-//! `bench/RESULTS.md` records for a long run.
+//! It runs on the primary of the PostgreSQL pair (`scripts/services.sh`), whose restart touches no
+//! other test. The size comes from the environment, so CI runs a short soak and a long one runs by
+//! hand: `QB_SOAK_ROWS` (default 20000), `QB_SOAK_KEYS` (500), `QB_SOAK_RATE` (rows a second,
+//! 2000), `QB_SOAK_WEBHOOKS` (3000), `QB_SOAK_BROKER_MESSAGES` (per broker, 1000),
+//! `QB_SOAK_KILLS` (kills a round, 2), `QB_SOAK_ROUNDS` (rounds of faults, 1). The summary line it prints is what `bench/RESULTS.md` records for a long
+//! run.
 
+use queuebox_tests::buses::{self, Buses};
 use queuebox_tests::database::TestDatabase;
+use queuebox_tests::pair::{Node, Pair};
 use queuebox_tests::process::{Launch, QueueBox};
 use queuebox_tests::receiver::{Policy, Receiver, Recorded};
 use queuebox_tests::{free_port, wait_until};
@@ -188,12 +195,16 @@ async fn three_replicas_under_faults_lose_nothing_and_keep_key_order() {
     let rate = setting("QB_SOAK_RATE", 2_000).max(1);
     let webhooks = setting("QB_SOAK_WEBHOOKS", 3_000);
     let kills = setting("QB_SOAK_KILLS", 2);
+    let bus_messages = setting("QB_SOAK_BROKER_MESSAGES", 1_000);
     let started = Instant::now();
 
     let flaky = Receiver::start(Policy::random_failures(0.03, 7)).await;
     let slow = Receiver::start(Policy::status(200).with_delay(Duration::from_millis(20))).await;
     let relayed = Receiver::start(Policy::status(200)).await;
-    let db = TestDatabase::create().await;
+    let bus = Receiver::start(Policy::status(200)).await;
+    let (pair, _pair_guard) = Pair::lock().await;
+    let db = TestDatabase::create_on(&pair.url(Node::Primary, "postgres")).await;
+    let buses = Arc::new(Buses::create().await);
     let yaml = format!(
         "server:\n  httpPort: __PORT__\n\
          database:\n  url: {url}\n  username: {user}\n  password: {password}\n  startupTimeoutMs: 20000\n\
@@ -202,21 +213,29 @@ async fn three_replicas_under_faults_lose_nothing_and_keep_key_order() {
          destinations:\n  flaky:\n    type: http\n    baseUrl: {flaky}\n    timeoutMs: 2000\n\
          \x20 slow:\n    type: http\n    baseUrl: {slow}\n    timeoutMs: 2000\n\
          \x20 relayed:\n    type: http\n    baseUrl: {relayed}\n    timeoutMs: 2000\n\
+         \x20 bus:\n    type: http\n    baseUrl: {bus}\n    timeoutMs: 2000\n\
          routes:\n  - topicPattern: \"soak.a\"\n    destination: flaky\n\
          \x20 - topicPattern: \"soak.b\"\n    destination: slow\n\
          \x20 - topicPattern: \"hook.**\"\n    destination: relayed\n\
+         \x20 - topicPattern: \"bus.**\"\n    destination: bus\n\
          sources:\n  hooks:\n    type: http\n    path: /hooks\n    idempotencyKeyPath: $.id\n\
-         \x20   aggregateIdPath: $.agg\n    eventTypePath: $.type\n    topic: \"hook.{{{{ eventType }}}}\"\n",
+         \x20   aggregateIdPath: $.agg\n    eventTypePath: $.type\n    topic: \"hook.{{{{ eventType }}}}\"\n\
+         {sources}",
         url = db.jdbc_url(),
         user = db.user,
         password = db.password,
         flaky = flaky.url(),
         slow = slow.url(),
         relayed = relayed.url(),
+        bus = bus.url(),
+        sources = buses.sources_yaml(),
     );
     let fleet = Arc::new(Mutex::new(Fleet::start(yaml, 3).await));
     let sql = db.pool().await;
     let ports: Vec<u16> = fleet.lock().await.replicas.iter().map(|r| r.port).collect();
+
+    let production = Duration::from_secs_f64(rows as f64 / rate as f64);
+    let producing = Instant::now();
 
     // The producers: `rows` rows over `keys` keys at `rate` rows a second, each in its own
     // transaction, retried while the database is away (an application would retry too). Four
@@ -232,11 +251,20 @@ async fn three_replicas_under_faults_lose_nothing_and_keep_key_order() {
                 for i in (writer..rows).step_by(WRITERS as usize) {
                     let key = (i / WRITERS) % keys.div_ceil(WRITERS) * WRITERS + writer;
                     let n = *per_key.entry(key).and_modify(|n| *n += 1).or_insert(0);
-                    let topic = if key.is_multiple_of(2) { "soak.a" } else { "soak.b" };
+                    let topic = if key.is_multiple_of(2) {
+                        "soak.a"
+                    } else {
+                        "soak.b"
+                    };
                     let payload = format!(r#"{{"key":"k-{key}","n":{n}}}"#);
+                    // The id is the writer's, so that a retry after a commit whose answer was
+                    // lost (the connection ended as PostgreSQL crashed) adds no second row.
+                    let id = uuid::Uuid::new_v4();
                     while sqlx::query(
-                        "INSERT INTO outbox (topic, key, payload, max_attempts) VALUES ($1, $2, $3::jsonb, 1000)",
+                        "INSERT INTO outbox (id, topic, key, payload, max_attempts) \
+                         VALUES ($1, $2, $3, $4::jsonb, 1000) ON CONFLICT (id) DO NOTHING",
                     )
+                    .bind(id)
                     .bind(topic)
                     .bind(format!("k-{key}"))
                     .bind(&payload)
@@ -248,17 +276,18 @@ async fn three_replicas_under_faults_lose_nothing_and_keep_key_order() {
                     }
                     written += 1;
                     // Keep the steady rate: wait until this writer's next slot comes.
-                    let due = begun
-                        + Duration::from_secs_f64((written * WRITERS) as f64 / rate as f64);
+                    let due =
+                        begun + Duration::from_secs_f64((written * WRITERS) as f64 / rate as f64);
                     tokio::time::sleep_until(due.into()).await;
                 }
             })
         })
         .collect();
 
-    // The webhook clients: eight of them; each webhook is posted to the replicas in turn until
-    // one answers 2xx (a client retries what was not acknowledged); the ids acknowledged are
-    // recorded. A client owns a set of aggregates, so each aggregate's webhooks go in order.
+    // The webhook clients: eight of them, each spreading its share over the production time; each
+    // webhook is posted to the replicas in turn until one answers 2xx (a client retries what was
+    // not acknowledged); the ids acknowledged are recorded. A client owns a set of aggregates, so
+    // each aggregate's webhooks go in order.
     const CLIENTS: u64 = 8;
     let acknowledged = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
     let posters: Vec<_> = (0..CLIENTS)
@@ -267,8 +296,10 @@ async fn three_replicas_under_faults_lose_nothing_and_keep_key_order() {
             let ports = ports.clone();
             tokio::spawn(async move {
                 let http = queuebox_tests::http();
+                let begun = Instant::now();
+                let share = webhooks.saturating_sub(client).div_ceil(CLIENTS).max(1);
                 let mut per_agg: HashMap<u64, i64> = HashMap::new();
-                for i in (client..webhooks).step_by(CLIENTS as usize) {
+                for (posted, i) in (client..webhooks).step_by(CLIENTS as usize).enumerate() {
                     let agg = (i / CLIENTS) % 8 * CLIENTS + client;
                     let n = *per_agg.entry(agg).and_modify(|n| *n += 1).or_insert(0);
                     let body =
@@ -290,19 +321,30 @@ async fn three_replicas_under_faults_lose_nothing_and_keep_key_order() {
                         attempt += 1;
                         tokio::time::sleep(Duration::from_millis(50)).await;
                     }
+                    let due = begun + production.mul_f64((posted + 1) as f64 / share as f64);
+                    tokio::time::sleep_until(due.into()).await;
                 }
             })
         })
         .collect();
 
-    // The faults, spread over the production time.
-    let production = Duration::from_secs_f64(rows as f64 / rate as f64);
+    // The broker publishers: `bus_messages` to each broker, spread over the production time.
+    let bus_publishers = {
+        let buses = Arc::clone(&buses);
+        tokio::spawn(async move { buses.publish(bus_messages, production).await })
+    };
+
+    // The faults, spread over the production time: each round is a database outage, a receiver
+    // outage, a PostgreSQL crash and `kills` kills of a replica (the replicas in turn).
+    let rounds = setting("QB_SOAK_ROUNDS", 1).max(1);
+    let per_round = 3 + kills;
+    let steps = rounds * per_round;
     let mut faults = Vec::new();
-    let steps = kills + 2;
+    let mut killed = 0usize;
     for step in 0..steps {
         let at = production.mul_f64((step + 1) as f64 / (steps + 1) as f64);
-        tokio::time::sleep_until((started + at).into()).await;
-        match step {
+        tokio::time::sleep_until((producing + at).into()).await;
+        match step % per_round {
             0 => {
                 // The database goes away for 5 s: every connection ends, new ones are refused.
                 db.refuse_connections().await;
@@ -313,11 +355,19 @@ async fn three_replicas_under_faults_lose_nothing_and_keep_key_order() {
             1 => {
                 flaky.set_policy(Policy::status(503));
                 tokio::time::sleep(Duration::from_secs(10)).await;
-                flaky.set_policy(Policy::random_failures(0.03, 11));
+                flaky.set_policy(Policy::random_failures(0.03, 11 + step));
                 faults.push("receiver outage 10 s".to_owned());
             }
+            2 => {
+                // PostgreSQL crashes (an immediate stop, recovered at the start) and comes back.
+                pair.stop(Node::Primary, "immediate").await;
+                tokio::time::sleep(Duration::from_secs(3)).await;
+                pair.start(Node::Primary).await;
+                faults.push("PostgreSQL crash and restart".to_owned());
+            }
             _ => {
-                let index = (step as usize) % 3;
+                let index = killed % 3;
+                killed += 1;
                 fleet.lock().await.kill_and_restart(index).await;
                 faults.push(format!("kill -9 of replica {index} and restart"));
             }
@@ -326,9 +376,15 @@ async fn three_replicas_under_faults_lose_nothing_and_keep_key_order() {
     for producer in producers {
         producer.await.expect("producer");
     }
+    let rows_written_after = producing.elapsed();
     for poster in posters {
         poster.await.expect("poster");
     }
+    let bus_acknowledged: HashSet<String> = bus_publishers
+        .await
+        .expect("broker publishers")
+        .into_iter()
+        .collect();
     let produced_after = started.elapsed();
 
     let settle = Duration::from_secs(setting("QB_SOAK_SETTLE_SECONDS", 240));
@@ -343,12 +399,21 @@ async fn three_replicas_under_faults_lose_nothing_and_keep_key_order() {
                 .fetch_one(&sql)
                 .await
                 .ok()?;
-        (open == 0 && inbox_open == 0).then_some(())
+        let bus_stored: i64 =
+            sqlx::query_scalar("SELECT count(*) FROM inbox WHERE source = ANY($1)")
+                .bind(&buses::SOURCES[..])
+                .fetch_one(&sql)
+                .await
+                .ok()?;
+        (open == 0 && inbox_open == 0 && bus_stored as usize >= bus_acknowledged.len())
+            .then_some(())
     })
     .await;
 
     println!(
-        "soak: produced in {:.0} s, settled {:.0} s later",
+        "soak: rows written in {:.0} s (planned {:.0} s), everything produced in {:.0} s, settled {:.0} s later",
+        rows_written_after.as_secs_f64(),
+        production.as_secs_f64(),
         produced_after.as_secs_f64(),
         settle_started.elapsed().as_secs_f64()
     );
@@ -406,25 +471,49 @@ async fn three_replicas_under_faults_lose_nothing_and_keep_key_order() {
         b["agg"].as_str().unwrap_or_default().to_owned()
     });
 
+    // Broker sources: every message a broker acknowledged stored exactly once, relayed once.
+    let bus_stored: Vec<(String, i64)> = sqlx::query_as(
+        "SELECT idempotency_key, count(*) FROM inbox WHERE source = ANY($1) GROUP BY idempotency_key",
+    )
+    .bind(&buses::SOURCES[..])
+    .fetch_all(&sql)
+    .await
+    .expect("broker inbox rows");
+    let bus_stored_keys: HashSet<String> = bus_stored.iter().map(|(k, _)| k.clone()).collect();
+    let bus_not_stored = bus_acknowledged.difference(&bus_stored_keys).count();
+    let bus_relayed_rows: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM outbox WHERE topic LIKE 'bus.%'")
+            .fetch_one(&sql)
+            .await
+            .expect("relayed broker rows");
+    let bus_requests = bus.requests();
+    let bus_ok = successes(&bus_requests);
+    let bus_duplicates: usize = bus_ok.values().map(|c| c.len() - 1).sum();
+
     let counted = fleet.lock().await.accounted().await;
     println!(
         "soak: {rows} rows over {keys} keys at {rate}/s, {} webhooks acknowledged, faults: [{}], \
          {:.0} s; lost {missing}, order violations {violations}, duplicates {duplicates} \
          (claims lost {} + reclaimed {}); inbox: not stored {not_stored}, relayed {relayed_rows} \
          rows, {} delivered, relayed duplicates {relayed_duplicates}, aggregate order violations \
-         {relayed_violations}",
+         {relayed_violations}; brokers: {} acknowledged, not stored {bus_not_stored}, relayed \
+         {bus_relayed_rows} rows, {} delivered, duplicates {bus_duplicates}",
         acknowledged.len(),
         faults.join(", "),
         started.elapsed().as_secs_f64(),
         counted.lost,
         counted.reclaimed,
         relayed_ok.len(),
+        bus_acknowledged.len(),
+        bus_ok.len(),
     );
     assert_eq!(missing, 0, "rows never received");
     assert_eq!(violations, 0, "first deliveries out of key order");
     assert!(
-        (duplicates + relayed_duplicates) as f64 <= counted.lost + counted.reclaimed,
-        "more duplicates ({duplicates} + {relayed_duplicates}) than lost ({}) and reclaimed ({}) claims",
+        (duplicates + relayed_duplicates + bus_duplicates) as f64
+            <= counted.lost + counted.reclaimed,
+        "more duplicates ({duplicates} + {relayed_duplicates} + {bus_duplicates}) than lost ({}) \
+         and reclaimed ({}) claims",
         counted.lost,
         counted.reclaimed
     );
@@ -441,6 +530,31 @@ async fn three_replicas_under_faults_lose_nothing_and_keep_key_order() {
     );
     assert_eq!(relayed_ok.len(), stored.len(), "each relayed row delivered");
     assert_eq!(relayed_violations, 0, "relayed rows out of aggregate order");
+    assert_eq!(
+        bus_acknowledged.len() as u64,
+        3 * bus_messages,
+        "every broker message acknowledged"
+    );
+    assert_eq!(bus_not_stored, 0, "acknowledged broker messages not stored");
+    assert!(
+        bus_stored.iter().all(|(_, n)| *n == 1),
+        "a broker message stored twice"
+    );
+    assert_eq!(
+        bus_stored.len(),
+        bus_acknowledged.len(),
+        "stored broker messages that were never published"
+    );
+    assert_eq!(
+        bus_relayed_rows as usize,
+        bus_stored.len(),
+        "each stored broker message relayed once"
+    );
+    assert_eq!(
+        bus_ok.len(),
+        bus_stored.len(),
+        "each relayed broker row delivered"
+    );
 
     let fleet = Arc::into_inner(fleet)
         .expect("the fleet has one owner")
@@ -448,4 +562,7 @@ async fn three_replicas_under_faults_lose_nothing_and_keep_key_order() {
     fleet.stop().await;
     sql.close().await;
     db.drop_database().await;
+    if let Some(buses) = Arc::into_inner(buses) {
+        buses.remove().await;
+    }
 }
