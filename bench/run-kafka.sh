@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Outbox -> Kafka (issue 14): delivery rate of `queuebox serve` with a kafka destination (acks=all,
-# idempotent producer, linger 1 ms) from a pre-loaded backlog, against, in the same session and
+# idempotent producer, lingerMs LINGER_MS, default 1) from a pre-loaded backlog, against, in the same session and
 # interleaved round by round,
 #   (a) the bare rdkafka producer of bench/kafka (`qb-bench-kafka publish`) with the same producer
 #       settings and the same records (headers, key, value), at most INFLIGHTS records waiting for
@@ -31,8 +31,10 @@
 # Settings: BATCH CONC POLL POOL (lib.sh; the measured session uses 500/64/100/10 as the RabbitMQ
 # pass), INFLIGHTS ("64 512": 64 = outbox.concurrency of the measured session, the comparable
 # setting), PARTITIONS (4), HTTP (1: run the HTTP drain each round), KAFKA_BOOTSTRAP
-# (QB_TEST_KAFKA_BOOTSTRAP, else 127.0.0.1:9092). Diagnosis only: BARE_LINGER_MS (1, QueueBox's
-# linger) sets the bare producer's linger.ms; QueueBox's line ends with mean_publish_ms and
+# (QB_TEST_KAFKA_BOOTSTRAP, else 127.0.0.1:9092), LINGER_MS (1: the destination's lingerMs, and the
+# bare producer's linger.ms, so both keep the same settings). Diagnosis only: BARE_LINGER_MS
+# (LINGER_MS) sets the bare producer's linger.ms alone; QB_LINGERS ("1 5") runs QueueBox once per
+# lingerMs in each round, interleaved; QueueBox's line ends with mean_publish_ms and
 # mean_processing_ms from its /metrics (publish duration, and delivery start to finish queued).
 # At the end it runs inbox/run-kafka-ingest.sh RUNS INGEST_ROWS (100000) unless INGEST=0.
 source "$(dirname "$0")/lib.sh"
@@ -46,6 +48,9 @@ HTTP=${HTTP:-1}
 KAFKA_BOOTSTRAP=${KAFKA_BOOTSTRAP:-${QB_TEST_KAFKA_BOOTSTRAP:-127.0.0.1:9092}}
 KAFKA_BIN=$BENCH_BIN_DIR/qb-bench-kafka
 KEYS=20000
+LINGER_MS=${LINGER_MS:-1}
+BENCH_LINGER_MS=$LINGER_MS
+QB_LINGERS=${QB_LINGERS:-$LINGER_MS}
 HZ=$(getconf CLK_TCK)
 need_bins
 if ! [ -x "$KAFKA_BIN" ]; then
@@ -97,6 +102,7 @@ destinations:
     topic: $TOPIC
     keyTemplate: "{{ key }}"
     timeoutMs: 30000
+    lingerMs: $LINGER_MS
 routes:
   - topicPattern: "**"
     destination: kafka
@@ -181,7 +187,7 @@ run_queuebox() {
   us() { echo "1000000 * ($1) / ($HZ * $n)" | bc; }
   local mtot=$((m1[0] - m0[0])) midle=$((m1[1] - m0[1]))
   cons=$(cat "$WORK/consumer.out")
-  echo "target=queuebox scenario=$scenario run=$run n=$n batch=$BATCH conc=$CONC poll=$POLL pool=$POOL partitions=$PARTITIONS $cons db_rate=$db_rate" \
+  echo "target=queuebox scenario=$scenario run=$run n=$n batch=$BATCH conc=$CONC poll=$POLL pool=$POOL partitions=$PARTITIONS linger_ms=$LINGER_MS $cons db_rate=$db_rate" \
        "start_to_ready_ms=$(echo "($t_ready - $t_exec) * 1000" | bc -l | cut -d. -f1)" \
        "cpu_qb=$(cpu "$q1 - $q0")% cpu_broker=$(cpu "$b1 - $b0")% cpu_pg_rundb=$(cpu "$db_ticks")%" \
        "cpu_machine=$(( mtot > 0 ? 100 * (mtot - midle) / mtot : 0 ))%" \
@@ -203,13 +209,13 @@ run_bare() {
   load0=$(cut -d' ' -f1-3 /proc/loadavg)
   b0=$(ticks_pid "$BROKER_PID"); m0=($(ticks_machine)); t0=$(date +%s.%N)
   pub=$( /usr/bin/time -f 'pub_cpu_s=%U+%S pub_maxrss_kB=%M' "$KAFKA_BIN" publish --bootstrap "$KAFKA_BOOTSTRAP" --topic "$TOPIC" --n "$n" \
-           --inflight "$inflight" --keys "$keys" --linger-ms "${BARE_LINGER_MS:-1}" --message-timeout-ms 30000 --timeout-s "$RUN_TIMEOUT" 2>"$WORK/pub.err" ) \
+           --inflight "$inflight" --keys "$keys" --linger-ms "${BARE_LINGER_MS:-$LINGER_MS}" --message-timeout-ms 30000 --timeout-s "$RUN_TIMEOUT" 2>"$WORK/pub.err" ) \
     || { cat "$WORK/pub.err" >&2; log "the bare producer failed"; }
   wait_consumer
   b1=$(ticks_pid "$BROKER_PID"); m1=($(ticks_machine)); t1=$(date +%s.%N)
   local wall mtot=$((m1[0] - m0[0])) midle=$((m1[1] - m0[1]))
   wall=$(echo "$t1 - $t0" | bc -l)
-  echo "target=bare scenario=$scenario run=$run n=$n partitions=$PARTITIONS $(cat "$WORK/consumer.out") $pub $(grep -o 'pub_cpu_s=[^ ]* pub_maxrss_kB=[0-9]*' "$WORK/pub.err" || true)" \
+  echo "target=bare scenario=$scenario run=$run n=$n partitions=$PARTITIONS linger_ms=${BARE_LINGER_MS:-$LINGER_MS} $(cat "$WORK/consumer.out") $pub $(grep -o 'pub_cpu_s=[^ ]* pub_maxrss_kB=[0-9]*' "$WORK/pub.err" || true)" \
        "cpu_broker=$(echo "scale=0; 100 * ($b1 - $b0) / ($HZ * $wall)" | bc -l)% us_per_msg_broker=$(echo "1000000 * ($b1 - $b0) / ($HZ * $n)" | bc)" \
        "cpu_machine=$(( mtot > 0 ? 100 * (mtot - midle) / mtot : 0 ))% load_at_start=${load0// /,}"
   topic_down
@@ -225,7 +231,10 @@ for scenario in $SCENARIOS; do
   TEMPLATE=qb_bench_kafka_tmpl_${scenario}_$$
   load_template "$scenario" "$TEMPLATE" "$N"
   for run in $(seq 1 "$RUNS"); do
-    run_queuebox "$scenario" "$run" "$N" "$TEMPLATE"
+    for LINGER_MS in $QB_LINGERS; do
+      run_queuebox "$scenario" "$run" "$N" "$TEMPLATE"
+    done
+    LINGER_MS=$BENCH_LINGER_MS
     for inflight in $INFLIGHTS; do
       run_bare "$scenario" "$run" "$N" "$inflight" | sed "s/^target=bare /target=bare inflight_setting=$inflight /"
     done

@@ -99,7 +99,9 @@ impl TestDatabase {
         let _ = connection.close().await;
     }
 
-    /// Refuses every new connection and ends the open ones, as a database outage would.
+    /// Refuses every new connection and ends the open ones of the test account, as a database
+    /// outage would (a superuser's session, such as someone's psql watching the run, is left alone:
+    /// the test account may not end it).
     pub async fn refuse_connections(&self) {
         let mut admin = PgConnection::connect(&self.server)
             .await
@@ -111,11 +113,14 @@ impl TestDatabase {
         .execute(&mut admin)
         .await
         .expect("disallow connections");
-        sqlx::query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()")
-            .bind(&self.name)
-            .execute(&mut admin)
-            .await
-            .expect("terminate backends");
+        sqlx::query(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+             WHERE datname = $1 AND usename = current_user AND pid <> pg_backend_pid()",
+        )
+        .bind(&self.name)
+        .execute(&mut admin)
+        .await
+        .expect("terminate backends");
         let _ = admin.close().await;
     }
 

@@ -14,8 +14,9 @@
 //! other test. The size comes from the environment, so CI runs a short soak and a long one runs by
 //! hand: `QB_SOAK_ROWS` (default 20000), `QB_SOAK_KEYS` (500), `QB_SOAK_RATE` (rows a second,
 //! 2000), `QB_SOAK_WEBHOOKS` (3000), `QB_SOAK_BROKER_MESSAGES` (per broker, 1000),
-//! `QB_SOAK_KILLS` (kills a round, 2), `QB_SOAK_ROUNDS` (rounds of faults, 1). The summary line it prints is what `bench/RESULTS.md` records for a long
-//! run.
+//! `QB_SOAK_KILLS` (kills a round, 2), `QB_SOAK_ROUNDS` (rounds of faults, 1),
+//! `QB_SOAK_RECEIVER_OUTAGE_SECONDS` (20). The summary line it prints is what `bench/RESULTS.md`
+//! records for a long run.
 
 use queuebox_tests::buses::{self, Buses};
 use queuebox_tests::database::TestDatabase;
@@ -337,6 +338,7 @@ async fn three_replicas_under_faults_lose_nothing_and_keep_key_order() {
     // The faults, spread over the production time: each round is a database outage, a receiver
     // outage, a PostgreSQL crash and `kills` kills of a replica (the replicas in turn).
     let rounds = setting("QB_SOAK_ROUNDS", 1).max(1);
+    let receiver_outage = setting("QB_SOAK_RECEIVER_OUTAGE_SECONDS", 20);
     let per_round = 3 + kills;
     let steps = rounds * per_round;
     let mut faults = Vec::new();
@@ -354,9 +356,9 @@ async fn three_replicas_under_faults_lose_nothing_and_keep_key_order() {
             }
             1 => {
                 flaky.set_policy(Policy::status(503));
-                tokio::time::sleep(Duration::from_secs(10)).await;
+                tokio::time::sleep(Duration::from_secs(receiver_outage)).await;
                 flaky.set_policy(Policy::random_failures(0.03, 11 + step));
-                faults.push("receiver outage 10 s".to_owned());
+                faults.push(format!("receiver outage {receiver_outage} s"));
             }
             2 => {
                 // PostgreSQL crashes (an immediate stop, recovered at the start) and comes back.

@@ -112,6 +112,34 @@ fn kafka_timeout_is_at_least_2000() {
 }
 
 #[test]
+fn kafka_linger_defaults_to_1_ms_and_stays_below_the_timeout() {
+    let s = ok("destinations:\n  k:\n    bootstrapServers: b:9092\n    topic: t\n").settings;
+    let DestinationKind::Kafka(kafka) = &s.destinations["k"].kind else {
+        panic!("kafka")
+    };
+    assert_eq!(kafka.linger.as_millis(), 1);
+    let s =
+        ok("destinations:\n  k:\n    bootstrapServers: b:9092\n    topic: t\n    lingerMs: 5\n")
+            .settings;
+    let DestinationKind::Kafka(kafka) = &s.destinations["k"].kind else {
+        panic!("kafka")
+    };
+    assert_eq!(kafka.linger.as_millis(), 5);
+    assert_refused(
+        "destinations:\n  k:\n    bootstrapServers: b:9092\n    topic: t\n    timeoutMs: 2000\n    lingerMs: 2000\n",
+        "destinations.k.lingerMs",
+        "QUEUEBOX_DESTINATIONS_K_LINGERMS",
+        "must be below timeoutMs (2000 ms), got 2000 ms",
+    );
+    assert_refused(
+        "destinations:\n  k:\n    bootstrapServers: b:9092\n    topic: t\n    lingerMs: -1\n",
+        "destinations.k.lingerMs",
+        "QUEUEBOX_DESTINATIONS_K_LINGERMS",
+        "must not be negative, got -1",
+    );
+}
+
+#[test]
 fn sasl_protocols_need_mechanism_username_and_password() {
     let lines = problems(
         "destinations:\n  k:\n    bootstrapServers: b:9092\n    topic: t\n    securityProtocol: SASL_SSL\n",

@@ -48,6 +48,7 @@ pub async fn publisher(
     options.topic_from = kafka.topic_from;
     options.key_template = kafka.key_template.clone();
     options.timeout = kafka.timeout;
+    options.linger = kafka.linger;
     options.headers = destination
         .headers
         .iter()

@@ -226,6 +226,9 @@ pub struct KafkaDestination {
     pub key_template: String,
     #[serde(rename = "timeoutMs", serialize_with = "ms")]
     pub timeout: Duration,
+    /// `lingerMs` (an addition): how long the producer waits to fill a batch.
+    #[serde(rename = "lingerMs", serialize_with = "ms")]
+    pub linger: Duration,
     #[serde(flatten)]
     pub security: KafkaSecurity,
 }

@@ -207,13 +207,26 @@ fn read_kafka(r: &mut Reader, b: &mut Block<'_>, name: &str) -> KafkaDestination
     let topic_from = address_column(r, b, "topicFrom");
     let key_template = text_or(r, b, "keyTemplate", "{{ key }}");
     check_syntax(r, &b.path_of("keyTemplate"), &key_template);
+    // The producer's delivery budget must cover its own request timeout and a retry.
+    let timeout = millis(r, b, "timeoutMs", 30_000, Floor::AtLeast(2000));
+    let linger = millis(r, b, "lingerMs", 1, Floor::Zero);
+    if linger >= timeout {
+        r.problem(
+            b.path_of("lingerMs"),
+            format!(
+                "must be below timeoutMs ({} ms), got {} ms",
+                timeout.as_millis(),
+                linger.as_millis()
+            ),
+        );
+    }
     KafkaDestination {
         bootstrap_servers,
         topic,
         topic_from,
         key_template,
-        // The producer's delivery budget must cover its own request timeout and a retry.
-        timeout: millis(r, b, "timeoutMs", 30_000, Floor::AtLeast(2000)),
+        timeout,
+        linger,
         security: kafka_security(r, b),
     }
 }
