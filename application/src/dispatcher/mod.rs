@@ -36,6 +36,7 @@ use queuebox_ports::outbox::{ClaimRequest, ClaimedRow, FencedFinish, Finish, Out
 use queuebox_ports::publish::{OutboundMessage, PublishErrorKind};
 use released::Released;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 use tokio::sync::{Notify, Semaphore, mpsc};
 use tokio::task::JoinSet;
@@ -162,8 +163,10 @@ impl Dispatcher {
         // (when the loop itself waited for permits, publishing stalled for the length of every
         // claim). The held set bounds how many rows are claimed and not finished, queue included.
         let (ready_tx, ready_rx) = mpsc::unbounded_channel::<ClaimedRow>();
+        let waiting = Arc::new(AtomicUsize::new(0));
         let starter = tokio::spawn(start_publishes(
             ready_rx,
+            Arc::clone(&waiting),
             Arc::clone(&permits),
             Arc::clone(&shared),
             stop.clone(),
@@ -181,6 +184,15 @@ impl Dispatcher {
             // finish of the previous one instead of waiting for both. Each claim still takes at
             // most one batch.
             let room = (batch * HELD_BATCHES).saturating_sub(held.len()).min(batch);
+            // Part of a batch is claimed only when the publishers are about to run out of rows.
+            // While a whole batch still waits for permits, the few rows each finisher write frees
+            // would make a small claim, and a claim statement costs the database about as much for
+            // ten rows as for five hundred: with a slow destination that doubled its cost a row.
+            let room = if room < batch && waiting.load(Ordering::Relaxed) >= batch {
+                0
+            } else {
+                room
+            };
             let mut full = false;
             let mut found = false;
             if room > 0 {
@@ -198,6 +210,7 @@ impl Dispatcher {
                         cursor = claim.next_key_cursor;
                         full = claim.rows.len() >= room;
                         found = !claim.rows.is_empty();
+                        waiting.fetch_add(claim.rows.len(), Ordering::Relaxed);
                         for row in claim.rows {
                             held.insert(row.id, row.claim_token);
                             // The starter ends only after this loop drops the sender.
@@ -292,6 +305,7 @@ impl Dispatcher {
 /// stop, until it drops its sender).
 async fn start_publishes(
     mut ready: mpsc::UnboundedReceiver<ClaimedRow>,
+    waiting: Arc<AtomicUsize>,
     permits: Arc<Semaphore>,
     shared: Arc<Shared>,
     mut stop: StopSignal,
@@ -313,6 +327,7 @@ async fn start_publishes(
             _ = stop.stopped() => None,
             permit = Arc::clone(&permits).acquire_owned() => permit.ok(),
         };
+        waiting.fetch_sub(1, Ordering::Relaxed);
         let Some(permit) = permit else {
             unstarted.push(row);
             break;

@@ -326,6 +326,63 @@ async fn rows_claimed_but_not_started_at_shutdown_are_released_unspent() {
     );
 }
 
+/// A slow destination over an endless backlog: the finisher frees a few rows at a time, and the
+/// claim loop must not turn each of those into a small claim while whole batches still wait for a
+/// permit. Every claim after the first fill asks for a whole batch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_destination_gets_whole_batch_claims_not_one_per_finish() {
+    let limits = Arc::new(Mutex::new(Vec::<u32>::new()));
+    let finished = Arc::new(Mutex::new(Vec::new()));
+    let mut store = MockStore::new();
+    let asked = Arc::clone(&limits);
+    store.expect_claim().returning(move |request| {
+        asked.lock().expect("lock").push(request.limit);
+        Ok(queuebox_ports::outbox::Claim {
+            rows: (0..request.limit).map(|_| row("order.a")).collect(),
+            next_key_cursor: String::new(),
+        })
+    });
+    let written = Arc::clone(&finished);
+    store.expect_finish().returning(move |writes| {
+        written.lock().expect("lock").extend_from_slice(writes);
+        Ok(vec![true; writes.len()])
+    });
+    store
+        .expect_renew()
+        .returning(|held, _| Ok(vec![true; held.len()]));
+    store.expect_reclaim_expired().returning(|| Ok(0));
+    store
+        .expect_pending_stats()
+        .returning(|| Ok(PendingStats::default()));
+    let mut publisher = MockDestination::new();
+    publisher.expect_destination_type().return_const("http");
+    publisher.expect_publish().returning(|_| {
+        // A blocking pause stands in for a slow broker confirm.
+        std::thread::sleep(Duration::from_millis(2));
+        Ok(())
+    });
+    let mut slow = options();
+    slow.concurrency = 1;
+    let batch = slow.batch_size;
+    let dispatcher = Dispatcher::new(Arc::new(store), table(publisher), slow);
+    let mut workers = Workers::new();
+    workers.spawn("dispatcher", move |stop| dispatcher.run(stop));
+    wait_for("100 rows finished", || {
+        finished.lock().expect("lock").len() >= 100
+    })
+    .await;
+    assert!(workers.stop(Duration::from_secs(10)).await.is_empty());
+    let limits = limits.lock().expect("lock");
+    assert!(
+        limits.len() > HELD_BATCHES,
+        "claims went on after the first fill: {limits:?}"
+    );
+    assert!(
+        limits.iter().all(|&limit| limit == batch),
+        "every claim asks for a whole batch of {batch}: {limits:?}"
+    );
+}
+
 /// The sequence one CI run of the three-dispatcher ordering test hit: a renewal takes its list of
 /// claims; while its statement runs, one of them (a failed row) has its retry written and is claimed
 /// again by this same dispatcher with a new token; the statement refuses the old token. That late
