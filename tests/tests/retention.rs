@@ -150,14 +150,20 @@ async fn outbox_age_deletes_old_finished_rows_and_a_disabled_inbox_keeps_everyth
     )
     .await;
 
-    // Seven old finished rows, deleted two a batch.
+    // Seven old finished rows, deleted two a batch. The deleted counter grows batch by batch and
+    // the last-run gauge is set when the run ends, so a scrape can fall between the two: wait for
+    // both.
     let scrape = wait_until("the outbox cleanup", CLEANED, || async {
         let scrape = get_text(format!("http://127.0.0.1:{port}/metrics")).await;
-        (sample(
+        let deleted = sample(
             &scrape,
             r#"queuebox_cleanup_messages_deleted_total{table="outbox"}"#,
-        ) == Some(7.0))
-        .then_some(scrape)
+        );
+        let last_run = sample(
+            &scrape,
+            r#"queuebox_cleanup_last_run_timestamp{table="outbox"}"#,
+        );
+        (deleted == Some(7.0) && last_run.is_some_and(|t| t > 0.0)).then_some(scrape)
     })
     .await;
     assert_eq!(
