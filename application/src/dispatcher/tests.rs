@@ -73,6 +73,13 @@ fn store_with(rows: Vec<ClaimedRow>, finished: Arc<Mutex<Vec<FencedFinish>>>) ->
             next_key_cursor: String::new(),
         })
     });
+    records_finishes(&mut store, finished);
+    store
+}
+
+/// Records every finish in `finished` (each accepted), and answers the maintenance calls: every
+/// lease renewed, nothing to reclaim, empty pending gauges.
+fn records_finishes(store: &mut MockStore, finished: Arc<Mutex<Vec<FencedFinish>>>) {
     store.expect_finish().returning(move |writes| {
         finished.lock().expect("lock").extend_from_slice(writes);
         Ok(vec![true; writes.len()])
@@ -84,7 +91,6 @@ fn store_with(rows: Vec<ClaimedRow>, finished: Arc<Mutex<Vec<FencedFinish>>>) ->
     store
         .expect_pending_stats()
         .returning(|| Ok(PendingStats::default()));
-    store
 }
 
 fn table(publisher: MockDestination) -> Arc<RouteTable> {
@@ -342,18 +348,7 @@ async fn a_slow_destination_gets_whole_batch_claims_not_one_per_finish() {
             next_key_cursor: String::new(),
         })
     });
-    let written = Arc::clone(&finished);
-    store.expect_finish().returning(move |writes| {
-        written.lock().expect("lock").extend_from_slice(writes);
-        Ok(vec![true; writes.len()])
-    });
-    store
-        .expect_renew()
-        .returning(|held, _| Ok(vec![true; held.len()]));
-    store.expect_reclaim_expired().returning(|| Ok(0));
-    store
-        .expect_pending_stats()
-        .returning(|| Ok(PendingStats::default()));
+    records_finishes(&mut store, Arc::clone(&finished));
     let mut publisher = MockDestination::new();
     publisher.expect_destination_type().return_const("http");
     publisher.expect_publish().returning(|_| {
