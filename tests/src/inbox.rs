@@ -200,3 +200,24 @@ impl Answer {
         Uuid::parse_str(&id).expect("messageId is a UUID")
     }
 }
+
+/// Waits up to `deadline` until the inbox read through `sql` holds `total` rows, then asserts that
+/// they carry `total` distinct idempotency keys: every message stored, none twice. `what` names a
+/// message in the failure text ("message", "record").
+pub async fn wait_each_stored_once(sql: &PgPool, what: &str, total: i64, deadline: Duration) {
+    let count = |query: &'static str| async move {
+        sqlx::query_scalar::<_, i64>(query)
+            .fetch_one(sql)
+            .await
+            .expect("count inbox rows")
+    };
+    crate::wait_until(&format!("every {what} stored"), deadline, || async {
+        (count("SELECT count(*) FROM inbox").await == total).then_some(())
+    })
+    .await;
+    assert_eq!(
+        count("SELECT count(DISTINCT idempotency_key) FROM inbox").await,
+        total,
+        "each {what} stored exactly once"
+    );
+}

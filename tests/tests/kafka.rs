@@ -3,6 +3,7 @@
 //! topics in the inbox. Each test uses topics and consumer groups of its own.
 
 use queuebox_tests::database::TestDatabase;
+use queuebox_tests::inbox::wait_each_stored_once;
 use queuebox_tests::process::{Launch, QueueBox};
 use queuebox_tests::{free_port, sample, wait_until};
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
@@ -830,19 +831,12 @@ async fn kill_9_between_the_inbox_commit_and_the_offset_commit_stores_each_recor
     );
     service.qb = Launch::with_config(&service.yaml).spawn(&[]);
     service.qb.wait_live(service.port, START).await;
-    wait_until("every record stored", Duration::from_secs(90), || async {
-        (service.count("SELECT count(*) FROM inbox").await == total).then_some(())
-    })
-    .await;
+    wait_each_stored_once(&service.sql, "record", total, Duration::from_secs(90)).await;
     wait_until("the group to commit past every record", WAIT, || async {
         let offsets = committed(&group, &topic, 2).await;
         (offsets.iter().sum::<i64>() == total).then_some(())
     })
     .await;
-    let distinct = service
-        .count("SELECT count(DISTINCT idempotency_key) FROM inbox")
-        .await;
-    assert_eq!(distinct, total, "each record stored exactly once");
     println!(
         "kill -9: {stored_at_kill} rows stored and {committed_at_kill} records committed at the kill"
     );
@@ -885,14 +879,7 @@ async fn two_replicas_in_one_group_share_the_partitions_and_store_every_record_o
     let (mut second, second_port) = service.replica();
     second.wait_live(second_port, START).await;
     send_range(total / 2..total).await;
-    wait_until("every record stored", Duration::from_secs(60), || async {
-        (service.count("SELECT count(*) FROM inbox").await == total).then_some(())
-    })
-    .await;
-    let distinct = service
-        .count("SELECT count(DISTINCT idempotency_key) FROM inbox")
-        .await;
-    assert_eq!(distinct, total);
+    wait_each_stored_once(&service.sql, "record", total, Duration::from_secs(60)).await;
     // Both replicas consumed: each one's metrics count rows it stored.
     let counted = |port: u16| async move {
         sample(

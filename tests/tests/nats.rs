@@ -9,6 +9,7 @@ use async_nats::HeaderMap;
 use async_nats::jetstream::{self, stream};
 use futures::StreamExt;
 use queuebox_tests::database::TestDatabase;
+use queuebox_tests::inbox::wait_each_stored_once;
 use queuebox_tests::process::{Launch, QueueBox};
 use queuebox_tests::{free_port, sample, wait_until};
 use sqlx::PgPool;
@@ -639,19 +640,13 @@ async fn kill_9_between_the_commit_and_the_ack_redelivers_after_ack_wait_and_sto
     );
     service.qb = Launch::with_config(&service.yaml).spawn(&[]);
     service.qb.wait_live(service.port, START).await;
-    wait_until("every message stored", Duration::from_secs(60), || async {
-        let rows = service.count("SELECT count(*) FROM inbox").await;
-        (rows == i64::from(total)).then_some(())
-    })
-    .await;
-    let distinct = service
-        .count("SELECT count(DISTINCT idempotency_key) FROM inbox")
-        .await;
-    assert_eq!(
-        distinct,
+    wait_each_stored_once(
+        &service.sql,
+        "message",
         i64::from(total),
-        "each message stored exactly once"
-    );
+        Duration::from_secs(60),
+    )
+    .await;
     wait_until("every message acknowledged", WAIT, || async {
         (js.consumer_backlog(&name, "queuebox-orders").await == (0, 0)).then_some(())
     })
@@ -787,19 +782,13 @@ async fn a_nats_restart_under_a_consuming_source_loses_nothing_and_stores_each_o
         )
         .await;
     }
-    wait_until("every message stored", Duration::from_secs(60), || async {
-        let rows = service.count("SELECT count(*) FROM inbox").await;
-        (rows == i64::from(total)).then_some(())
-    })
-    .await;
-    let distinct = service
-        .count("SELECT count(DISTINCT idempotency_key) FROM inbox")
-        .await;
-    assert_eq!(
-        distinct,
+    wait_each_stored_once(
+        &service.sql,
+        "message",
         i64::from(total),
-        "each message stored exactly once"
-    );
+        Duration::from_secs(60),
+    )
+    .await;
     wait_until("every message acknowledged", WAIT, || async {
         (js.consumer_backlog(&name, "queuebox-orders").await == (0, 0)).then_some(())
     })

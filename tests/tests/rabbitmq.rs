@@ -9,6 +9,7 @@ use lapin::options::{
 use lapin::types::{AMQPValue, FieldTable};
 use lapin::{BasicProperties, Channel, Connection, ConnectionProperties, ExchangeKind};
 use queuebox_tests::database::TestDatabase;
+use queuebox_tests::inbox::wait_each_stored_once;
 use queuebox_tests::process::{Launch, QueueBox};
 use queuebox_tests::{free_port, sample, wait_until};
 use sqlx::PgPool;
@@ -689,19 +690,13 @@ async fn kill_9_while_consuming_stores_every_message_once_after_the_restart() {
     // The same configuration again, on the same database.
     service.qb = Launch::with_config(&service.yaml).spawn(&[]);
     service.qb.wait_live(service.port, START).await;
-    wait_until("every message stored", Duration::from_secs(60), || async {
-        let rows = service.count("SELECT count(*) FROM inbox").await;
-        (rows == i64::from(total)).then_some(())
-    })
-    .await;
-    let distinct = service
-        .count("SELECT count(DISTINCT idempotency_key) FROM inbox")
-        .await;
-    assert_eq!(
-        distinct,
+    wait_each_stored_once(
+        &service.sql,
+        "message",
         i64::from(total),
-        "each message stored exactly once"
-    );
+        Duration::from_secs(60),
+    )
+    .await;
     wait_until("the queue emptied", WAIT, || async {
         (amqp.drain(&queue).await.is_empty()).then_some(())
     })
