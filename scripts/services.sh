@@ -503,7 +503,7 @@ SCRIPT
   echo "export QB_TEST_KAFKA_SCRAM=$KAFKA_SCRAM_USER:$KAFKA_SCRAM_PASSWORD"
   echo "export QB_TEST_KAFKA_DENIED_SCRAM=$KAFKA_DENIED_USER:$KAFKA_DENIED_PASSWORD"
   echo "export QB_TEST_KAFKA_CONTROL=$KAFKA_HOME/broker.sh"
-  echo "export QB_TEST_KAFKA_PROXIED=127.0.0.1:$KAFKA_PROXY_PORT->127.0.0.1:$KAFKA_PROXIED_PORT"
+  echo "export QB_TEST_KAFKA_PROXIED='127.0.0.1:$KAFKA_PROXY_PORT->127.0.0.1:$KAFKA_PROXIED_PORT'"
 }
 
 # What building the Kafka adapter needs beyond Rust: librdkafka is compiled from the rdkafka
