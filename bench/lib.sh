@@ -11,6 +11,7 @@
 #   POOL           database.poolSize (default 10)
 #   CAPTURE_USER CAPTURE_PASSWORD  the account with REPLICATION that drops capture slots
 #                  (default queuebox_capture/queuebox_capture, made by scripts/services.sh)
+#   QB_CPUS RECV_CPUS  CPU lists (taskset -c) for QueueBox and the receiver; unset = any CPU
 
 set -euo pipefail
 
@@ -27,6 +28,11 @@ BATCH=${BATCH:-100}
 CONC=${CONC:-8}
 POLL=${POLL:-100}
 POOL=${POOL:-10}
+QB_CPUS=${QB_CPUS:-}
+RECV_CPUS=${RECV_CPUS:-}
+# Pinned starts write `${QB_CPUS:+taskset -c $QB_CPUS} COMMAND ...`: a plain command, not a shell
+# function, so `$!` of a backgrounded start is COMMAND's own pid (taskset execs it), which the CPU
+# figures read and the cleanup stops.
 
 WORK=$(mktemp -d /tmp/qb-bench.XXXXXX)
 _PIDS=()
@@ -34,6 +40,18 @@ _DBS=()
 _SLOTS=()   # "slot database" pairs: logical slots QueueBox created for the script (see drop_slot)
 CAPTURE_USER=${CAPTURE_USER:-queuebox_capture}
 CAPTURE_PASSWORD=${CAPTURE_PASSWORD:-queuebox_capture}
+
+_PINNED=()  # pids whose every thread pin_all moved; _cleanup gives them every CPU back
+# pin_all CPUS PID...: every thread of each PID onto the CPU list CPUS (taskset -a). A PostgreSQL
+# postmaster's later backends inherit its affinity.
+pin_all() {
+  local cpus=$1 pid; shift
+  command -v taskset >/dev/null || die "pinning needs taskset (util-linux)"
+  for pid in "$@"; do
+    taskset -a -p -c "$cpus" "$pid" >/dev/null 2>&1 && _PINNED+=("$pid")
+  done
+  return 0
+}
 
 log() { printf '[%s] %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
 die() { log "error: $*"; exit 1; }
@@ -59,6 +77,10 @@ _cleanup() {
     drop_db "$db" || true
   done
   rm -rf "$WORK"
+  local all=0-$(( $(nproc) - 1 ))
+  for pid in "${_PINNED[@]:-}"; do
+    [ -n "$pid" ] && taskset -a -p -c "$all" "$pid" >/dev/null 2>&1 || true
+  done
 }
 trap _cleanup EXIT
 trap 'exit 130' INT TERM
@@ -175,7 +197,7 @@ migrate() {
 
 RECV_PID=
 start_receiver() {
-  "$RECEIVER_BIN" --port "$RECV_PORT" --threads "${RECV_THREADS:-1}" >"$WORK/receiver.log" 2>&1 &
+  ${RECV_CPUS:+taskset -c $RECV_CPUS} "$RECEIVER_BIN" --port "$RECV_PORT" --threads "${RECV_THREADS:-1}" >"$WORK/receiver.log" 2>&1 &
   RECV_PID=$!
   _PIDS+=("$RECV_PID")
   for _ in $(seq 1 100); do
@@ -193,7 +215,7 @@ QB_PID=
 start_queuebox() {
   local db=$1 cfg=$WORK/qb-$1.yml
   write_config "$db" "$cfg"
-  RUST_LOG=${QB_RUST_LOG:-warn} "$QB_BIN" --config "$cfg" serve >"$WORK/queuebox.log" 2>&1 &
+  RUST_LOG=${QB_RUST_LOG:-warn} ${QB_CPUS:+taskset -c $QB_CPUS} "$QB_BIN" --config "$cfg" serve >"$WORK/queuebox.log" 2>&1 &
   QB_PID=$!
   _PIDS+=("$QB_PID")
   for _ in $(seq 1 3000); do

@@ -10,9 +10,10 @@
 # latency   Commit-to-delivery latency at each rate of RATES (default "200 1000" rows/s offered), for
 #           capture (the owner: enabled: true, pollIntervalMs CAP_POLL=5000, reconciliationIntervalMs
 #           CAP_RECONCILE=5000) and for plain polling (mode polling, pollIntervalMs POLL=100), the two
-#           interleaved, LAT_RUNS (1) rounds. The load is run-latency.sh's: pgbench -R (one client)
-#           commits RATE/10 transactions a second of 10 rows, random keys over LAT_KEYS (20000), each
-#           row with created_at = clock_timestamp() and that instant, in µs, in the payload field "t".
+#           interleaved, LAT_RUNS (1) rounds (LAT_MODES="capture" or "polling" runs one of them).
+#           The load is run-latency.sh's: pgbench -R (one client) commits RATE/10 transactions a
+#           second of 10 rows, random keys over LAT_KEYS (20000), each row with created_at =
+#           clock_timestamp() and that instant, in µs, in the payload field "t".
 #           DURATION (30 s) of load, the first WARMUP (5 s) of arrivals discarded. The commit lies
 #           between two instants on the same machine clock, so each row gets two latencies:
 #             ins_*  arrival - t: from the INSERT, before the commit; includes the commit's WAL flush
@@ -49,6 +50,10 @@
 #           rounds, the latency figures (as in latency) per replica from the request path of each row,
 #           and both replicas' capture counters (the follower's peer wake-ups).
 #
+# LAYOUT=split: the database on a core of its own, as on a host of its own: every PostgreSQL process
+# (walsender included) on CPU DB_CPU (0); QueueBox, the receiver and pgbench (the application side) on
+# CPU APP_CPU (1). Affinities are put back to every CPU at exit. LAYOUT=shared (default): no pinning.
+#
 # Capture set-up per run: a fresh database (QueueBox's migrations), then, as its owner,
 # CREATE PUBLICATION queuebox_outbox FOR TABLE outbox WITH (publish = 'insert'); a slot name unique
 # to the run (qb_bench_cap_<pid>_<n>), a fresh state directory; the load starts only after the
@@ -60,6 +65,7 @@ source "$(dirname "$0")/lib.sh"
 PARTS=${*:-latency drain replicas}
 RATES=${RATES:-200 1000}; DURATION=${DURATION:-30}; WARMUP=${WARMUP:-5}; LAT_KEYS=${LAT_KEYS:-20000}
 LAT_RUNS=${LAT_RUNS:-1}
+LAT_MODES=${LAT_MODES:-capture polling}
 DRAIN_SCENARIOS=${DRAIN_SCENARIOS:-unkeyed keyed20k}; DRAIN_RUNS=${DRAIN_RUNS:-3}
 CAP_POLL=${CAP_POLL:-5000}; CAP_RECONCILE=${CAP_RECONCILE:-5000}
 RUN_TIMEOUT=${RUN_TIMEOUT:-300}
@@ -67,6 +73,17 @@ FOLLOWER_PORT=${FOLLOWER_PORT:-$((QB_PORT + 1))}
 PUBLICATION=queuebox_outbox
 IDENTITY=bench_$$
 HZ=$(getconf CLK_TCK)
+LAYOUT=${LAYOUT:-shared}
+APP_CPUS=
+case "$LAYOUT" in
+  shared) ;;
+  split)
+    pin_all "${DB_CPU:-0}" $(pgrep -u postgres)
+    APP_CPUS=${APP_CPU:-1}
+    export QB_CPUS=$APP_CPUS RECV_CPUS=$APP_CPUS
+    ;;
+  *) die "LAYOUT must be shared or split, not '$LAYOUT'" ;;
+esac
 
 mkdir -p "$BENCH_DIR/results"
 OUT=${OUT:-$BENCH_DIR/results/raw-$(date -u +%Y%m%dT%H%M)-capture.log}
@@ -77,7 +94,7 @@ exec > >(tee -a "$OUT") 2> >(tee -a "$OUT.stderr" >&2)
 need_bins
 
 echo "# run-capture.sh $PARTS"
-echo "# machine: nproc=$(nproc) mem=$(free -m | awk '/^Mem:/{print $2}')MiB $(sql postgres 'select version()' | cut -d, -f1) wal_level=$(sql postgres 'show wal_level') synchronous_commit=$(sql postgres 'show synchronous_commit')"
+echo "# machine: nproc=$(nproc) mem=$(free -m | awk '/^Mem:/{print $2}')MiB $(sql postgres 'select version()' | cut -d, -f1) wal_level=$(sql postgres 'show wal_level') synchronous_commit=$(sql postgres 'show synchronous_commit') layout=$LAYOUT"
 echo "# commit: ${BIN_COMMIT:-$(git -C "$REPO_DIR" rev-parse --short HEAD)} binary: $QB_BIN ($(sha256sum "$QB_BIN" | cut -c1-12), built $(date -u -r "$QB_BIN" +%FT%TZ)) date: $(date -u)"
 echo "# settings: qb_synchronous_commit=${QB_SYNC_COMMIT:-server default} rates=\"$RATES\" duration=${DURATION}s warmup=${WARMUP}s keys=$LAT_KEYS batch=$BATCH conc=$CONC pool=$POOL polling_poll=$POLL capture_poll=$CAP_POLL capture_reconciliation=$CAP_RECONCILE"
 loadavg() { echo "load=$(cut -d' ' -f1-3 /proc/loadavg | tr ' ' /)"; }
@@ -141,7 +158,7 @@ declare -A QBPORT
 # start_qb NAME CFG PORT: starts `queuebox serve` (log $WORK/NAME.log) and waits for /health/ready.
 start_qb() {
   local name=$1 cfg=$2 port=$3 pid
-  RUST_LOG=${QB_RUST_LOG:-warn,queuebox_application::capture=info} "$QB_BIN" --config "$cfg" serve >"$WORK/$name.log" 2>&1 &
+  RUST_LOG=${QB_RUST_LOG:-warn,queuebox_application::capture=info} ${QB_CPUS:+taskset -c $QB_CPUS} "$QB_BIN" --config "$cfg" serve >"$WORK/$name.log" 2>&1 &
   pid=$!
   _PIDS+=("$pid"); QBP[$name]=$pid; QBPORT[$name]=$port
   for _ in $(seq 1 3000); do
@@ -228,7 +245,7 @@ offer_load() {
     { echo "# $(date -u +%H:%M:%S) $db offered=$rate"; top -b -n 1 -w 200 | head -16; } >>"$OUT.top" ) &
   resetter=$!
   rm -f "$WORK"/pgblog.*
-  PGOPTIONS="-c synchronous_commit=on" pgbench -n -c 1 -j 1 -R $((rate / 10)) -T "$DURATION" -l --log-prefix="$WORK/pgblog" -f "$WORK/insert.pgbench" "$db" >"$WORK/pgbench.txt" 2>&1 || { cat "$WORK/pgbench.txt" >&2; die "pgbench failed"; }
+  PGOPTIONS="-c synchronous_commit=on" ${APP_CPUS:+taskset -c $APP_CPUS} pgbench -n -c 1 -j 1 -R $((rate / 10)) -T "$DURATION" -l --log-prefix="$WORK/pgblog" -f "$WORK/insert.pgbench" "$db" >"$WORK/pgbench.txt" 2>&1 || { cat "$WORK/pgbench.txt" >&2; die "pgbench failed"; }
   m1=($(ticks_machine))
   wait "$resetter" || true
   for _ in $(seq 1 100); do
@@ -289,7 +306,7 @@ part_latency() {
   local run rate mode db
   for run in $(seq 1 "$LAT_RUNS"); do
     for rate in $RATES; do
-      for mode in capture polling; do
+      for mode in $LAT_MODES; do
         db=qb_bench_cap_lat_$$
         new_run_db "$db"
         local t0 stream_ms=- metrics="" log_offset=

@@ -29,6 +29,11 @@
 # Settings: BATCH CONC POLL POOL (lib.sh; the measured session uses 500/64/100/10 like the latest
 # passes), INFLIGHTS ("1 8 64 256"), BARE_SMALL_N (10000: the row count for in-flight settings
 # below 64, which would take minutes over 200k), HTTP (1: run the HTTP drain each round), AMQP_URL.
+# LAYOUT=split: the broker on a core of its own, as on a host of its own. beam.smp (every thread)
+# on CPU REMOTE_CPU (1) with the consumer and the HTTP drain's receiver (the remote side); every
+# PostgreSQL process, QueueBox and the bare publisher on CPU LOCAL_CPU (0). Affinities are set with
+# taskset (PostgreSQL's new backends inherit the postmaster's) and put back to every CPU at exit.
+# LAYOUT=shared (the default): nothing is pinned, everything shares both cores.
 # PERF=1: `perf record -g` of QueueBox during the first QueueBox run of each scenario, report to
 # results/ (needs perf).
 source "$(dirname "$0")/lib.sh"
@@ -56,6 +61,21 @@ QUEUE=qb-bench-q-$$
 amqp() { "$AMQP_BIN" "$@" --url "$AMQP_URL"; }
 topology_up() { amqp setup --exchange "$EXCHANGE" --queue "$QUEUE" --binding '#' --timeout-s 30; }
 topology_down() { amqp teardown --exchange "$EXCHANGE" --queue "$QUEUE" --timeout-s 30 2>/dev/null || true; }
+LAYOUT=${LAYOUT:-shared}
+LOCAL_CPU=${LOCAL_CPU:-0}
+REMOTE_CPU=${REMOTE_CPU:-1}
+CONS_CPUS=
+PUB_CPUS=
+case "$LAYOUT" in
+  shared) ;;
+  split)
+    pin_all "$REMOTE_CPU" "$BROKER_PID"
+    pin_all "$LOCAL_CPU" $(pgrep -u postgres)
+    export QB_CPUS=$LOCAL_CPU RECV_CPUS=$REMOTE_CPU
+    CONS_CPUS=$REMOTE_CPU PUB_CPUS=$LOCAL_CPU
+    ;;
+  *) die "LAYOUT must be shared or split, not '$LAYOUT'" ;;
+esac
 # the cleanup of lib.sh stops processes and drops databases; this also removes the broker objects
 trap 'topology_down; _cleanup' EXIT
 
@@ -65,7 +85,7 @@ start_consumer() {
   local n=$1 keyed=$2 extra=()
   [ "$keyed" = 1 ] && extra=(--keyed)
   rm -f "$WORK/consumer.ready"
-  amqp consume --queue "$QUEUE" --expect "$n" --timeout-s "$RUN_TIMEOUT" --ready-file "$WORK/consumer.ready" "${extra[@]}" \
+  ${CONS_CPUS:+taskset -c $CONS_CPUS} "$AMQP_BIN" consume --url "$AMQP_URL" --queue "$QUEUE" --expect "$n" --timeout-s "$RUN_TIMEOUT" --ready-file "$WORK/consumer.ready" "${extra[@]}" \
     >"$WORK/consumer.out" 2>"$WORK/consumer.err" &
   CONS_PID=$!
   _PIDS+=("$CONS_PID")
@@ -101,7 +121,7 @@ EOF
 start_qb_rmq() {
   local db=$1 cfg=$WORK/qb-rmq-$1.yml
   write_rmq_config "$db" "$cfg"
-  RUST_LOG=${QB_RUST_LOG:-warn} "$QB_BIN" --config "$cfg" serve >>"$WORK/queuebox.log" 2>&1 &
+  RUST_LOG=${QB_RUST_LOG:-warn} ${QB_CPUS:+taskset -c $QB_CPUS} "$QB_BIN" --config "$cfg" serve >>"$WORK/queuebox.log" 2>&1 &
   QB_PID=$!
   _PIDS+=("$QB_PID")
   for _ in $(seq 1 3000); do
@@ -199,7 +219,7 @@ run_bare() {
   local load0 b0 c0 m0 b1 c1 m1 t0 t1 pub
   load0=$(cut -d' ' -f1-3 /proc/loadavg)
   b0=$(ticks_pid "$BROKER_PID"); c0=$(ticks_pid "$CONS_PID"); m0=($(ticks_machine)); t0=$(date +%s.%N)
-  pub=$( /usr/bin/time -f 'pub_cpu_s=%U+%S pub_maxrss_kB=%M' "$AMQP_BIN" publish --url "$AMQP_URL" --exchange "$EXCHANGE" --n "$n" \
+  pub=$( /usr/bin/time -f 'pub_cpu_s=%U+%S pub_maxrss_kB=%M' ${PUB_CPUS:+taskset -c $PUB_CPUS} "$AMQP_BIN" publish --url "$AMQP_URL" --exchange "$EXCHANGE" --n "$n" \
            --inflight "$inflight" --keys "$keys" --unkeyed-routing-key none --timeout-s "$RUN_TIMEOUT" 2>"$WORK/pub.err" ) \
     || { cat "$WORK/pub.err" >&2; log "the bare publisher failed"; }
   wait_consumer
@@ -212,7 +232,7 @@ run_bare() {
   topology_down
 }
 
-echo "# rabbitmq bench $(date -u +%FT%TZ) machine=$(nproc)cpu commit=$(git -C "$REPO_DIR" rev-parse --short HEAD) binary_sha256=$(sha256sum "$QB_BIN" | cut -c1-12) load=$(cut -d' ' -f1-3 /proc/loadavg) rabbitmq=$(rabbitmqctl -q version 2>/dev/null || echo '?') inflights=\"$INFLIGHTS\" http=$HTTP"
+echo "# rabbitmq bench $(date -u +%FT%TZ) machine=$(nproc)cpu commit=$(git -C "$REPO_DIR" rev-parse --short HEAD) binary_sha256=$(sha256sum "$QB_BIN" | cut -c1-12) load=$(cut -d' ' -f1-3 /proc/loadavg) rabbitmq=$(rabbitmqctl -q version 2>/dev/null || echo '?') inflights=\"$INFLIGHTS\" http=$HTTP layout=$LAYOUT"
 for scenario in $SCENARIOS; do
   case "$scenario" in unkeyed|keyed20k) ;; *) sed -n '2,16p' "$0" >&2; exit 2 ;; esac
   N=200000

@@ -14,6 +14,8 @@
 -- $2 limit (int), $3 lease in milliseconds (bigint), $4 scan bound (int)
 -- Returns one row per claimed row, plus always one row carrying the walk's end (last_key, walked,
 -- ready); the claim columns are NULL on that row when nothing was claimed.
+-- Commits without waiting for its WAL flush (the set_config filter in `locked`): why that is safe is
+-- written in outbox_claim_unkeyed.sql.
 WITH RECURSIVE walk AS (
     (SELECT o.{outbox.key} AS k, o.{outbox.id} AS id, o.ctid AS tid, o.{outbox.state} AS st,
             o.{outbox.scheduledAt} AS due, 1 AS n,
@@ -45,6 +47,7 @@ locked AS (
       JOIN {outbox} o ON o.ctid = w.tid AND o.{outbox.id} = w.id
      WHERE w.st = 'pending' AND w.due <= now()
        AND o.{outbox.state} = 'pending' AND o.{outbox.scheduledAt} <= now()
+       AND (SELECT set_config('synchronous_commit', 'off', true)) = 'off'
      FOR UPDATE OF o SKIP LOCKED
 ),
 -- The update reaches each locked row by its physical address (ctid), which cannot change while this

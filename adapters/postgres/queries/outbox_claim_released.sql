@@ -10,6 +10,8 @@
 -- moving and no other ready key waits longer for its turn than the rotation with half a batch.
 --
 -- $1 keys (text[]), $2 lease in milliseconds (bigint)
+-- Commits without waiting for its WAL flush (the set_config filter): why that is safe is written in
+-- outbox_claim_unkeyed.sql.
 WITH heads AS (
     SELECT h.id
       FROM unnest($1::text[]) AS r(k)
@@ -26,6 +28,7 @@ locked AS (
       FROM {outbox} o
      WHERE o.{outbox.id} IN (SELECT id FROM heads)
        AND o.{outbox.state} = 'pending' AND o.{outbox.scheduledAt} <= now()
+       AND (SELECT set_config('synchronous_commit', 'off', true)) = 'off'
      FOR UPDATE SKIP LOCKED
 )
 -- The update reaches each locked row by its physical address (ctid), which cannot change while this

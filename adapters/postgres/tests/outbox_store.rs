@@ -968,6 +968,75 @@ async fn a_batch_with_a_stale_and_a_current_claim_of_one_row_reports_only_the_cu
     fx.done().await;
 }
 
+/// Reads `synchronous_commit` as the session sees it now.
+async fn synchronous_commit(session: &mut PgConnection) -> String {
+    sqlx::query_scalar("SHOW synchronous_commit")
+        .fetch_one(session)
+        .await
+        .expect("show synchronous_commit")
+}
+
+#[tokio::test]
+async fn every_claim_statement_commits_without_waiting_for_its_flush_and_only_itself() {
+    // Why a claim may skip the flush is written in outbox_claim_unkeyed.sql. Inside an explicit
+    // transaction the statement's SET LOCAL is visible until the rollback; in autocommit it ends with
+    // the statement, so the pooled session keeps its own setting for the finish that follows.
+    let mut fx = Fixture::new().await;
+    fx.insert("t", None, "{}").await;
+    fx.insert("t", Some("walked"), "{}").await;
+    fx.insert("t", Some("released"), "{}").await;
+    let own = synchronous_commit(&mut fx.session).await;
+    assert_ne!(own, "off", "the test server must flush commits by default");
+    let statements = Statements::render(&SchemaNames::default()).expect("render");
+    let lease = i64::try_from(LONG_LEASE.as_millis()).expect("lease in ms");
+    let claim = |name: &'static str| {
+        let sql = match name {
+            "unkeyed" => statements.outbox_claim_unkeyed.as_str(),
+            "keyed" => statements.outbox_claim_keyed.as_str(),
+            _ => statements.outbox_claim_released.as_str(),
+        };
+        let query = sqlx::query(AssertSqlSafe(sql.to_owned()));
+        match name {
+            "unkeyed" => query.bind(10_i32).bind(lease),
+            "keyed" => query.bind("").bind(10_i32).bind(lease).bind(100_i32),
+            _ => query.bind(vec!["released".to_owned()]).bind(lease),
+        }
+    };
+    for name in ["unkeyed", "keyed", "released"] {
+        fx.exec("BEGIN").await;
+        let rows = claim(name)
+            .fetch_all(&mut fx.session)
+            .await
+            .unwrap_or_else(|error| panic!("claim {name}: {error}"));
+        let inside = synchronous_commit(&mut fx.session).await;
+        fx.exec("ROLLBACK").await;
+        assert_eq!(inside, "off", "the {name} claim waits for its flush");
+        let claimed = rows
+            .iter()
+            .filter(|row| {
+                row.try_get::<Option<Uuid>, _>("id")
+                    .ok()
+                    .flatten()
+                    .is_some()
+            })
+            .count();
+        assert!(claimed >= 1, "the {name} claim took no row");
+    }
+    // Run for real, after the checks above: a claim here takes the rows the next statement needs.
+    for name in ["unkeyed", "keyed", "released"] {
+        claim(name)
+            .fetch_all(&mut fx.session)
+            .await
+            .unwrap_or_else(|error| panic!("claim {name}: {error}"));
+        assert_eq!(
+            synchronous_commit(&mut fx.session).await,
+            own,
+            "the {name} claim changed the session's setting"
+        );
+    }
+    fx.done().await;
+}
+
 #[tokio::test]
 async fn the_finish_probes_rows_by_id_even_when_statistics_say_nothing_is_processing() {
     // The table (large enough that a full scan costs more than the probes) is analyzed while no row

@@ -106,6 +106,7 @@ locked AS (
       JOIN "qb_outbox" o ON o.ctid = w.tid AND o."id" = w.id
      WHERE w.st = 'pending' AND w.due <= now()
        AND o."state" = 'pending' AND o."scheduled_at" <= now()
+       AND (SELECT set_config('synchronous_commit', 'off', true)) = 'off'
      FOR UPDATE OF o SKIP LOCKED
 ),
 claimed AS (
@@ -139,6 +140,7 @@ WITH locked AS (
      WHERE o."state" = 'pending'
        AND (o."key" IS NULL OR o."key" = '')
        AND o."scheduled_at" <= now()
+       AND (SELECT set_config('synchronous_commit', 'off', true)) = 'off'
      ORDER BY o."scheduled_at"
      LIMIT $1
      FOR UPDATE SKIP LOCKED
@@ -175,6 +177,7 @@ locked AS (
       FROM "qb_outbox" o
      WHERE o."id" IN (SELECT id FROM heads)
        AND o."state" = 'pending' AND o."scheduled_at" <= now()
+       AND (SELECT set_config('synchronous_commit', 'off', true)) = 'off'
      FOR UPDATE SKIP LOCKED
 )
 UPDATE "qb_outbox" t
