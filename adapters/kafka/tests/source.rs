@@ -400,7 +400,10 @@ async fn two_members_of_one_group_share_the_partitions_and_a_stopped_one_commits
     first.stop().await;
     second.stop().await;
     let offsets = committed(&group, &topic, 4).await;
-    let total: i64 = offsets.iter().sum();
+    // A partition that got no record has no committed offset (-1): it holds nothing to count.
+    // With fewer than four rounds some partition got none; one that got records and shows -1
+    // still leaves the sum short of n.
+    let total: i64 = offsets.iter().map(|offset| (*offset).max(0)).sum();
     assert_eq!(read(&one, &two), n as usize, "every record read");
     assert_eq!(
         total,
