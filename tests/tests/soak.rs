@@ -50,6 +50,14 @@ struct Accounted {
     unfinished: f64,
 }
 
+impl std::ops::AddAssign for Accounted {
+    fn add_assign(&mut self, other: Self) {
+        self.lost += other.lost;
+        self.reclaimed += other.reclaimed;
+        self.unfinished += other.unfinished;
+    }
+}
+
 /// The sum of every series of `metric` in a scrape (all label sets).
 fn total(scrape: &str, metric: &str) -> f64 {
     scrape
@@ -117,9 +125,7 @@ impl Fleet {
     async fn kill_and_restart(&mut self, index: usize) {
         let replica = &mut self.replicas[index];
         if let Some(counted) = accounted(replica.port).await {
-            self.gone.lost += counted.lost;
-            self.gone.reclaimed += counted.reclaimed;
-            self.gone.unfinished += counted.unfinished;
+            self.gone += counted;
         }
         replica.process.kill9();
         replica.process.wait_exit(Duration::from_secs(10)).await;
@@ -132,9 +138,7 @@ impl Fleet {
         let mut sum = self.gone;
         for replica in &self.replicas {
             if let Some(counted) = accounted(replica.port).await {
-                sum.lost += counted.lost;
-                sum.reclaimed += counted.reclaimed;
-                sum.unfinished += counted.unfinished;
+                sum += counted;
             }
         }
         sum

@@ -976,6 +976,30 @@ async fn synchronous_commit(session: &mut PgConnection) -> String {
         .expect("show synchronous_commit")
 }
 
+/// The claim statement `name` (`unkeyed`, `keyed` or `released`), bound to take up to ten due rows
+/// (`released`: the head of the key `released`).
+fn claim_statement(
+    statements: &Statements,
+    name: &str,
+    lease: i64,
+) -> sqlx::query::Query<'static, sqlx::Postgres, sqlx::postgres::PgArguments> {
+    let query = |sql: &str| sqlx::query(AssertSqlSafe(sql.to_owned()));
+    match name {
+        "unkeyed" => query(statements.outbox_claim_unkeyed.as_str())
+            .bind(10_i32)
+            .bind(lease),
+        "keyed" => query(statements.outbox_claim_keyed.as_str())
+            .bind("")
+            .bind(10_i32)
+            .bind(lease)
+            .bind(100_i32),
+        "released" => query(statements.outbox_claim_released.as_str())
+            .bind(vec!["released".to_owned()])
+            .bind(lease),
+        other => panic!("no claim statement named {other}"),
+    }
+}
+
 #[tokio::test]
 async fn every_claim_statement_commits_without_waiting_for_its_flush_and_only_itself() {
     // Why a claim may skip the flush is written in outbox_claim_unkeyed.sql. Inside an explicit
@@ -989,19 +1013,7 @@ async fn every_claim_statement_commits_without_waiting_for_its_flush_and_only_it
     assert_ne!(own, "off", "the test server must flush commits by default");
     let statements = Statements::render(&SchemaNames::default()).expect("render");
     let lease = i64::try_from(LONG_LEASE.as_millis()).expect("lease in ms");
-    let claim = |name: &'static str| {
-        let sql = match name {
-            "unkeyed" => statements.outbox_claim_unkeyed.as_str(),
-            "keyed" => statements.outbox_claim_keyed.as_str(),
-            _ => statements.outbox_claim_released.as_str(),
-        };
-        let query = sqlx::query(AssertSqlSafe(sql.to_owned()));
-        match name {
-            "unkeyed" => query.bind(10_i32).bind(lease),
-            "keyed" => query.bind("").bind(10_i32).bind(lease).bind(100_i32),
-            _ => query.bind(vec!["released".to_owned()]).bind(lease),
-        }
-    };
+    let claim = |name: &str| claim_statement(&statements, name, lease);
     for name in ["unkeyed", "keyed", "released"] {
         fx.exec("BEGIN").await;
         let rows = claim(name)
