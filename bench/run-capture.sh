@@ -38,7 +38,7 @@
 #           the claim's own flush. Latency and replicas parts only.
 # drain     A pre-loaded 200k-row backlog (DRAIN_SCENARIOS, default "unkeyed keyed20k": the rows of
 #           run-delivery.sh's scenarios of those names, loaded once into a template) drained by
-#           capture and by polling, interleaved, DRAIN_RUNS (3) rounds, each from a fresh copy of the
+#           capture and by polling, interleaved (DRAIN_MODES, default "capture polling", sets the order), DRAIN_RUNS (3) rounds, each from a fresh copy of the
 #           template. Reported: rate on the receiver's clock (N-1)/(last - first arrival), as
 #           run-delivery.sh does, and the wall time from exec of QueueBox to the N-th arrival
 #           ("time until all are sent"), CPU a message of QueueBox and of the run database's backends
@@ -67,6 +67,7 @@ RATES=${RATES:-200 1000}; DURATION=${DURATION:-30}; WARMUP=${WARMUP:-5}; LAT_KEY
 LAT_RUNS=${LAT_RUNS:-1}
 LAT_MODES=${LAT_MODES:-capture polling}
 DRAIN_SCENARIOS=${DRAIN_SCENARIOS:-unkeyed keyed20k}; DRAIN_RUNS=${DRAIN_RUNS:-3}
+DRAIN_MODES=${DRAIN_MODES:-capture polling}
 CAP_POLL=${CAP_POLL:-5000}; CAP_RECONCILE=${CAP_RECONCILE:-5000}
 RUN_TIMEOUT=${RUN_TIMEOUT:-300}
 FOLLOWER_PORT=${FOLLOWER_PORT:-$((QB_PORT + 1))}
@@ -359,7 +360,7 @@ part_drain() {
                  SELECT 'order.created', $keyexpr, jsonb_build_object('g', g) FROM generate_series(1, $n) g"
     sql "$tmpl" "ANALYZE outbox"
     for run in $(seq 1 "$DRAIN_RUNS"); do
-      for mode in capture polling; do
+      for mode in $DRAIN_MODES; do
         drain_run "$scenario" "$tmpl" "$n" "$run" "$mode"
       done
     done

@@ -307,7 +307,7 @@ pub struct CaptureMetrics {
 }
 
 /// The statuses of `queuebox_capture_status`.
-pub const CAPTURE_STATUSES: [&str; 4] = ["starting", "streaming", "retrying", "stopped"];
+pub const CAPTURE_STATUSES: [&str; 5] = ["starting", "streaming", "paused", "retrying", "stopped"];
 
 impl CaptureMetrics {
     /// Registers the capture metrics.

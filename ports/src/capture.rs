@@ -120,6 +120,18 @@ pub trait CaptureSession: Send {
     /// [`CaptureError::Setup`] when the server refuses (no free slot, no permission).
     async fn create_slot(&mut self) -> Result<Lsn, CaptureError>;
 
+    /// Moves the slot's confirmed position to the server's flushed log end, reading the log in
+    /// between without handing anything out, and returns that position. Capture skips a backlog's
+    /// log this way instead of streaming it: reading the same log through a stream costs the
+    /// server several times more, for wake-ups nobody needs while every claim comes back full.
+    /// Only a session that is not streaming may call it, and only while no other session holds
+    /// the slot.
+    ///
+    /// # Errors
+    /// [`CaptureError::Connection`] when the session broke; [`CaptureError::Setup`] when the
+    /// server refuses (for example while the slot is still held by a session that is ending).
+    async fn skip_to_log_end(&mut self) -> Result<Lsn, CaptureError>;
+
     /// Starts streaming after the later of the slot's confirmed position and the session's
     /// `resume_after`.
     ///

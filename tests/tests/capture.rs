@@ -214,6 +214,28 @@ impl World {
             .expect("read the log position")
     }
 
+    /// Waits until `owner` reports capture `status` while the slot's `active` is `active` (a
+    /// session streams from it), both seen in one look.
+    async fn wait_capture(&self, owner: &Running, status: &str, active: bool) {
+        let reported = format!("queuebox_capture_status{{status=\"{status}\"}} 1");
+        wait_until(
+            &format!("capture {status} with the slot active = {active}"),
+            START,
+            || async {
+                let said = owner.metrics().await.contains(&reported);
+                let slot_active: bool = sqlx::query_scalar(
+                    "SELECT active FROM pg_replication_slots WHERE slot_name = $1",
+                )
+                .bind(&self.slot)
+                .fetch_one(&self.sql)
+                .await
+                .expect("read the slot");
+                (said && slot_active == active).then_some(())
+            },
+        )
+        .await;
+    }
+
     /// The URL of the test database as the capture account.
     fn capture_url(&self) -> String {
         let (user, password) = capture_account();
@@ -807,6 +829,61 @@ async fn the_slot_confirmed_position_advances_under_load() {
             .then_some(())
     })
     .await;
+    owner.stop().await;
+    world.finish().await;
+}
+
+#[tokio::test]
+async fn a_backlog_pauses_the_stream_and_the_first_commit_after_it_still_wakes_delivery() {
+    let world = World::standard().await;
+    // A destination slow enough that 10,000 rows take seconds: every claim comes back full (or
+    // rows wait in hand) for longer than the pause threshold of one second.
+    world
+        .receiver
+        .set_policy(Policy::status(200).with_delay(Duration::from_millis(4)));
+    let owner = world.start_streaming(&Replica::default()).await;
+    let backlog = 10_000;
+    world.insert(backlog, 0).await;
+    let end_of_backlog = world.current_wal().await;
+    // Paused: the owner says so and no session streams from the slot, while rows are still left.
+    world.wait_capture(&owner, "paused", false).await;
+    assert!(
+        world.receiver.count() < backlog,
+        "the backlog was delivered before capture paused"
+    );
+    let (status, _) = owner.ready().await;
+    assert_eq!(status, 200, "a paused capture made the instance unready");
+    world
+        .receiver
+        .wait_for(backlog, Duration::from_secs(120))
+        .await;
+    // Streaming again, from past the backlog's log: the slot moved without a stream reading it.
+    world.wait_capture(&owner, "streaming", true).await;
+    assert!(
+        world.confirmed().await.expect("slot") >= end_of_backlog,
+        "the slot did not move past the backlog"
+    );
+    // The poll interval is a minute: only a wake-up of the new stream delivers this row now.
+    world.receiver.set_policy(Policy::status(200));
+    let ids = world.insert(1, 0).await;
+    let delivered = world.receiver.wait_for(backlog + 1, WOKEN).await;
+    let id = ids[0].to_string();
+    assert!(
+        delivered
+            .iter()
+            .any(|r| r.header("x-message-id") == Some(id.as_str())),
+        "the row inserted after the backlog was not delivered"
+    );
+    assert_eq!(
+        world.sent().await,
+        i64::try_from(backlog + 1).expect("count")
+    );
+    assert_eq!(
+        log_count(&owner.qb, "capture failed"),
+        0,
+        "{}",
+        owner.qb.log()
+    );
     owner.stop().await;
     world.finish().await;
 }

@@ -10,6 +10,8 @@ use std::sync::{Arc, Mutex};
 enum Status {
     Starting,
     Streaming,
+    /// Not streaming while delivery works off a backlog; the owner lock is kept.
+    Paused,
     Retrying(String),
     Stopped(String),
 }
@@ -40,6 +42,10 @@ impl CaptureHealth {
         self.set(Status::Streaming, "streaming");
     }
 
+    pub(crate) fn paused(&self) {
+        self.set(Status::Paused, "paused");
+    }
+
     pub(crate) fn retrying(&self, reason: String) {
         self.set(Status::Retrying(reason), "retrying");
     }
@@ -66,7 +72,7 @@ impl HealthCheck for CaptureHealth {
             .map(|s| s.clone())
             .unwrap_or(Status::Retrying("state unavailable".into()));
         match status {
-            Status::Starting | Status::Streaming => Ok(()),
+            Status::Starting | Status::Streaming | Status::Paused => Ok(()),
             Status::Retrying(reason) => Err(format!("capture is retrying: {reason}")),
             Status::Stopped(reason) => Err(format!(
                 "capture stopped (delivery continues through SQL): {reason}"

@@ -13,7 +13,9 @@ use crate::telemetry::CaptureMetrics;
 use queuebox_domain::capture::{
     CaptureScope, FilesState, Lsn, Plan, Recorded, reconcile, wake_channel,
 };
-use queuebox_ports::capture::{CaptureError, CapturePorts, ChangeEvent, ChangeStream, WakeChannel};
+use queuebox_ports::capture::{
+    CaptureError, CapturePorts, CaptureSession, ChangeEvent, ChangeStream, WakeChannel,
+};
 use queuebox_ports::health::HealthCheck;
 use std::sync::Arc;
 use std::time::Duration;
@@ -28,6 +30,21 @@ const MAX_BACKOFF: Duration = Duration::from_secs(30);
 const HEALTHY_RUN: Duration = Duration::from_secs(30);
 /// How long a stop waits for the last position to be written.
 const KEEPER_BOUND: Duration = Duration::from_secs(5);
+/// How long the claim loop must report a backlog before capture stops streaming. While it lasts, a
+/// wake-up changes nothing, and the walsender streaming the backlog's claims and finishes cost the
+/// database about a tenth of a 200k drain's throughput (`bench/RESULTS.md`).
+const PAUSE_AFTER: Duration = Duration::from_secs(1);
+/// How often a paused capture moves the slot to the log end, so the server can release the log a
+/// long backlog writes. Each move reads the log again from the slot's restart point, which the
+/// server moves only every 15 s or so: moving more often would read the same log many times.
+const PAUSED_SKIP_EVERY: Duration = Duration::from_secs(30);
+/// How long a pause waits for the ended stream to let go of the owner lock and the slot.
+const HANDOVER_BOUND: Duration = Duration::from_secs(5);
+/// The wait between tries of the handover.
+const HANDOVER_STEP: Duration = Duration::from_millis(20);
+/// How often delivery is woken while capture skips the log at the end of a backlog: rows that
+/// commit meanwhile are claimed as with short polling.
+const SKIP_WAKE_EVERY: Duration = Duration::from_millis(50);
 
 /// The settings of one capture owner.
 #[derive(Debug, Clone)]
@@ -60,6 +77,15 @@ enum Ended {
     OwnedElsewhere(String),
     /// A failure worth retrying; `ran_well` when the stream had been healthy a while.
     Failed { error: String, ran_well: bool },
+}
+
+/// How following a stream ended.
+enum Followed {
+    /// The attempt is over.
+    Ended(Ended),
+    /// A backlog lasted [`PAUSE_AFTER`]: the stream was closed after everything up to the
+    /// position was handled and written.
+    Paused(Option<Lsn>),
 }
 
 impl From<CaptureError> for Ended {
@@ -176,11 +202,125 @@ impl CaptureRunner {
             _ = stop.stopped() => return Ended::Stopping,
         };
         tracing::info!(identity = %self.options.identity, slot = %self.options.scope.slot, from = ?from.map(|p| p.to_string()), "capture streaming");
-        self.health.streaming();
-        // Streaming began: rows committed before it are not in the stream, so claim them now.
-        self.wake.wake();
-        self.metrics.start_wakes.increment(1);
-        self.follow(stream, from, stop).await
+        let (mut stream, mut from) = (stream, from);
+        loop {
+            self.health.streaming();
+            // Streaming began: rows committed before it are not in the stream, so claim them now.
+            self.wake.wake();
+            self.metrics.start_wakes.increment(1);
+            let handled = match self.follow(stream, from, stop).await {
+                Followed::Ended(ended) => return ended,
+                Followed::Paused(handled) => handled,
+            };
+            (stream, from) = match self.sit_out_backlog(handled, stop).await {
+                Ok(resumed) => resumed,
+                Err(ended) => return ended,
+            };
+            tracing::debug!(identity = %self.options.identity, from = ?from.map(|p| p.to_string()), "capture streaming again after a backlog");
+        }
+    }
+
+    /// Waits out a backlog without a stream, holding the owner lock through an idle session, and
+    /// moves the slot past the backlog's log before streaming again: none of that log can wake
+    /// anything that the claims of the backlog do not take anyway, and a claim after the new
+    /// stream starts takes what committed before it.
+    async fn sit_out_backlog(
+        &self,
+        handled: Option<Lsn>,
+        stop: &mut StopSignal,
+    ) -> Result<(Box<dyn ChangeStream>, Option<Lsn>), Ended> {
+        self.health.paused();
+        tracing::debug!(identity = %self.options.identity, "capture paused while delivery works off a backlog");
+        let mut session = tokio::select! {
+            session = self.reopen(handled) => session?,
+            _ = stop.stopped() => return Err(Ended::Stopping),
+        };
+        let mut skip_tick =
+            tokio::time::interval_at(Instant::now() + PAUSED_SKIP_EVERY, PAUSED_SKIP_EVERY);
+        loop {
+            tokio::select! {
+                () = self.wake.backlog_ended() => break,
+                _ = skip_tick.tick() => {
+                    self.skip(session.as_mut(), stop).await?;
+                }
+                _ = stop.stopped() => return Err(Ended::Stopping),
+            }
+        }
+        // Rows may commit while the slot moves; short wake-ups claim them meanwhile.
+        let skipped = {
+            let skip = self.skip(session.as_mut(), stop);
+            tokio::pin!(skip);
+            let mut wakes = tokio::time::interval(SKIP_WAKE_EVERY);
+            loop {
+                tokio::select! {
+                    skipped = &mut skip => break skipped?,
+                    _ = wakes.tick() => self.wake.wake(),
+                }
+            }
+        };
+        let stream = session.stream().await?;
+        Ok((stream, Some(skipped)))
+    }
+
+    /// A new session holding the owner lock, once the closed stream's session has let it go.
+    async fn reopen(&self, handled: Option<Lsn>) -> Result<Box<dyn CaptureSession>, Ended> {
+        let deadline = Instant::now() + HANDOVER_BOUND;
+        loop {
+            let mut session = self.ports.connector.open(handled).await?;
+            if session.claim_ownership().await? {
+                return Ok(session);
+            }
+            if Instant::now() >= deadline {
+                return Err(Ended::Failed {
+                    error: format!(
+                        "the owner lock of capture identity {} was not free {} s after the stream paused",
+                        self.options.identity,
+                        HANDOVER_BOUND.as_secs()
+                    ),
+                    ran_well: false,
+                });
+            }
+            tokio::time::sleep(HANDOVER_STEP).await;
+        }
+    }
+
+    /// Moves the slot to the log end and keeps that position as handled. The first move after a
+    /// pause may meet the slot still held by the ending stream, so a refusal is tried again for a
+    /// while.
+    async fn skip(
+        &self,
+        session: &mut dyn CaptureSession,
+        stop: &mut StopSignal,
+    ) -> Result<Lsn, Ended> {
+        let deadline = Instant::now() + HANDOVER_BOUND;
+        let position = loop {
+            match session.skip_to_log_end().await {
+                Ok(position) => break position,
+                Err(CaptureError::Setup(error)) if Instant::now() < deadline => {
+                    tracing::debug!(%error, "moving the capture slot; trying again");
+                    tokio::select! {
+                        () = tokio::time::sleep(HANDOVER_STEP) => {}
+                        _ = stop.stopped() => return Err(Ended::Stopping),
+                    }
+                }
+                Err(error) => return Err(error.into()),
+            }
+        };
+        if let Err(error) = self.files.write_offset(position).await {
+            return Err(Ended::Failed {
+                error,
+                ran_well: false,
+            });
+        }
+        if let Err(error) = self
+            .ports
+            .state
+            .record_position(&self.options.identity, position, &self.options.owner_host)
+            .await
+        {
+            tracing::warn!(%error, "recording the capture position failed");
+        }
+        Ok(position)
     }
 
     /// Connects, takes the lock, checks the database and reconciles the state; returns the stream
@@ -307,7 +447,7 @@ impl CaptureRunner {
         mut stream: Box<dyn ChangeStream>,
         from: Option<Lsn>,
         stop: &mut StopSignal,
-    ) -> Ended {
+    ) -> Followed {
         let started = Instant::now();
         let mut handled = from;
         let (positions, watched) = watch::channel(from);
@@ -324,10 +464,14 @@ impl CaptureRunner {
             }
             .run(watched),
         );
-        let failed = |error: String| Ended::Failed {
-            error,
-            ran_well: started.elapsed() >= HEALTHY_RUN,
+        let failed = |error: String| {
+            Followed::Ended(Ended::Failed {
+                error,
+                ran_well: started.elapsed() >= HEALTHY_RUN,
+            })
         };
+        let backlog = self.wake.backlog_lasted(PAUSE_AFTER);
+        tokio::pin!(backlog);
         loop {
             tokio::select! {
                 _ = stop.stopped() => {
@@ -340,7 +484,20 @@ impl CaptureRunner {
                         Ok(Err(_)) | Err(_) => tracing::warn!("the capture position was not written at shutdown"),
                     }
                     stream.close().await;
-                    return Ended::Stopping;
+                    return Followed::Ended(Ended::Stopping);
+                }
+                () = &mut backlog => {
+                    drop(positions);
+                    let kept = match tokio::time::timeout(KEEPER_BOUND, &mut keeper).await {
+                        Ok(Ok(kept)) => kept,
+                        Ok(Err(error)) => Err(format!("the capture position keeper failed: {error}")),
+                        Err(_) => Err("the capture position was not written in time".to_owned()),
+                    };
+                    stream.close().await;
+                    return match kept {
+                        Ok(()) => Followed::Paused(handled),
+                        Err(error) => failed(error),
+                    };
                 }
                 kept = &mut keeper => {
                     let error = match kept {

@@ -61,6 +61,9 @@ impl CaptureSession for LockOnly {
     async fn create_slot(&mut self) -> Result<Lsn, CaptureError> {
         Ok(Lsn(0))
     }
+    async fn skip_to_log_end(&mut self) -> Result<Lsn, CaptureError> {
+        Ok(Lsn(0))
+    }
     async fn stream(self: Box<Self>) -> Result<Box<dyn ChangeStream>, CaptureError> {
         Err(CaptureError::Connection("not in these tests".into()))
     }

@@ -223,6 +223,9 @@ impl Dispatcher {
                     }
                 }
             }
+            // While claims come back full or rows wait in hand, the loop does not wait for a
+            // wake-up, so capture may stop streaming until a claim comes back short.
+            wake.set_backlog(full || room == 0);
             if full {
                 continue;
             }

@@ -332,6 +332,55 @@ async fn rows_claimed_but_not_started_at_shutdown_are_released_unspent() {
     );
 }
 
+/// Capture stops streaming during a backlog on the claim loop's word: full claims report one, and
+/// the first short claim ends it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn full_claims_report_a_backlog_and_a_short_claim_ends_it() {
+    let finished = Arc::new(Mutex::new(Vec::new()));
+    let mut store = MockStore::new();
+    // Full claims until the watcher has seen the backlog, then one short one, then nothing.
+    let backlog_seen = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let short_claims = Arc::new(Mutex::new(0_u32));
+    let (seen, short) = (Arc::clone(&backlog_seen), Arc::clone(&short_claims));
+    store.expect_claim().returning(move |request| {
+        let rows = if seen.load(Ordering::SeqCst) {
+            let mut n = short.lock().expect("lock");
+            *n += 1;
+            if *n == 1 { request.limit / 2 } else { 0 }
+        } else {
+            request.limit
+        };
+        Ok(queuebox_ports::outbox::Claim {
+            rows: (0..rows).map(|_| row("order.a")).collect(),
+            next_key_cursor: String::new(),
+        })
+    });
+    store.expect_next_deadline().returning(|| Ok(None));
+    records_finishes(&mut store, Arc::clone(&finished));
+    let mut publisher = MockDestination::new();
+    publisher.expect_destination_type().return_const("http");
+    publisher.expect_publish().returning(|_| Ok(()));
+    let wake = DeliveryWake::new();
+    let seen = {
+        let wake = wake.clone();
+        tokio::spawn(async move {
+            wake.backlog_lasted(Duration::ZERO).await;
+            backlog_seen.store(true, Ordering::SeqCst);
+            wake.backlog_ended().await;
+        })
+    };
+    let dispatcher = Dispatcher::new(Arc::new(store), table(publisher), options())
+        .woken_by(wake, IdleWaking::Reconcile(Duration::from_secs(60)));
+    let mut workers = Workers::new();
+    workers.spawn("dispatcher", move |stop| dispatcher.run(stop));
+    tokio::time::timeout(Duration::from_secs(5), seen)
+        .await
+        .expect("a backlog reported and then ended")
+        .expect("the watcher ran");
+    assert!(workers.stop(Duration::from_secs(10)).await.is_empty());
+    assert!(*short_claims.lock().expect("lock") >= 1);
+}
+
 /// A slow destination over an endless backlog: the finisher frees a few rows at a time, and the
 /// claim loop must not turn each of those into a small claim while whole batches still wait for a
 /// permit. Every claim after the first fill asks for a whole batch.

@@ -292,6 +292,18 @@ impl CaptureSession for PgCaptureSession {
         Ok(start)
     }
 
+    async fn skip_to_log_end(&mut self) -> Result<Lsn, CaptureError> {
+        let name = self.connection.slot.clone();
+        let end = self
+            .scalar(&sql::skip_to_log_end(&name))
+            .await?
+            .ok_or_else(|| {
+                CaptureError::Setup(format!("moving the slot {name} returned no position"))
+            })?;
+        end.parse::<Lsn>()
+            .map_err(|e| CaptureError::Setup(format!("moving the slot {name}: {e}")))
+    }
+
     async fn stream(mut self: Box<Self>) -> Result<Box<dyn ChangeStream>, CaptureError> {
         let connection = self.connection.clone();
         self.client

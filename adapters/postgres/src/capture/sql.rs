@@ -45,6 +45,15 @@ pub(crate) fn create_slot(name: &str) -> String {
     format!("CREATE_REPLICATION_SLOT \"{name}\" LOGICAL pgoutput NOEXPORT_SNAPSHOT")
 }
 
+/// Moves the slot to the server's flushed log end without decoding output (a fast-forward read of
+/// the log) and returns the position reached: `(end_lsn)`.
+pub(crate) fn skip_to_log_end(slot: &str) -> String {
+    format!(
+        "SELECT end_lsn::text FROM pg_catalog.pg_replication_slot_advance({}, pg_catalog.pg_current_wal_flush_lsn())",
+        literal(slot)
+    )
+}
+
 /// Takes the session-level owner lock `(key)` without waiting: `t` or `f`. The lock lives as long
 /// as the replication session, so a crash or a dropped connection releases it.
 pub(crate) fn try_owner_lock(key: i64) -> String {
