@@ -187,7 +187,8 @@ wait_streaming() {
   done
   cat "$WORK/$1.log" >&2; die "capture of $1 not streaming after 30 s"
 }
-# cap_metrics NAME: the capture counters of a replica's /metrics as name=value pairs.
+# cap_metrics NAME: the capture counters of a replica's /metrics as name=value pairs, and the commit -> wake-up
+# summary (p50, p99 of the exporter's rolling window, and the max since start), in ms.
 cap_metrics() {
   curl -fs "http://127.0.0.1:${QBPORT[$1]}/metrics" 2>/dev/null | awk -v p="$1" '
     /^queuebox_capture_changes_total\{kind="insert"\}/ { ins = $2 }
@@ -195,8 +196,11 @@ cap_metrics() {
     /^queuebox_capture_wakes_total\{origin="peer"\}/   { peer = $2 }
     /^queuebox_capture_wakes_total\{origin="start"\}/  { start = $2 }
     /^queuebox_capture_status\{status="streaming"\}/   { st = $2 }
-    END { printf "%s_cap_inserts=%s %s_wakes_log=%s %s_wakes_peer=%s %s_wakes_start=%s %s_streaming=%s",
-                 p, ins + 0, p, log_ + 0, p, peer + 0, p, start + 0, p, st + 0 }'
+    /^queuebox_capture_commit_to_wake_seconds\{quantile="0.5"\}/  { w50 = $2 * 1000 }
+    /^queuebox_capture_commit_to_wake_seconds\{quantile="0.99"\}/ { w99 = $2 * 1000 }
+    /^queuebox_capture_commit_to_wake_seconds_max /                { wmax = $2 * 1000 }
+    END { printf "%s_cap_inserts=%s %s_wakes_log=%s %s_wakes_peer=%s %s_wakes_start=%s %s_streaming=%s %s_commit_to_wake_p50/p99/max_ms=%.2f/%.2f/%.2f",
+                 p, ins + 0, p, log_ + 0, p, peer + 0, p, start + 0, p, st + 0, p, w50, w99, wmax }'
 }
 # warnings NAME: how many WARN/ERROR lines the replica logged.
 warnings() { grep -c -E 'WARN|ERROR' "$WORK/$1.log" || true; }
