@@ -231,6 +231,9 @@ impl CaptureRunner {
     ) -> Result<(Box<dyn ChangeStream>, Option<Lsn>), Ended> {
         self.health.paused();
         tracing::debug!(identity = %self.options.identity, "capture paused while delivery works off a backlog");
+        // The other replicas hear of no insert during the pause; one notice now lets an idle one
+        // join the backlog, and its full claims then keep it busy without further notices.
+        self.announce.notify_one();
         let mut session = tokio::select! {
             session = self.reopen(handled) => session?,
             _ = stop.stopped() => return Err(Ended::Stopping),
