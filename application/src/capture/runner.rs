@@ -244,20 +244,25 @@ impl CaptureRunner {
             tokio::select! {
                 () = self.wake.backlog_ended() => break,
                 _ = skip_tick.tick() => {
-                    self.skip(session.as_mut(), stop).await?;
+                    tokio::select! {
+                        skipped = self.skip(session.as_mut()) => { skipped?; }
+                        _ = stop.stopped() => return Err(Ended::Stopping),
+                    }
                 }
                 _ = stop.stopped() => return Err(Ended::Stopping),
             }
         }
-        // Rows may commit while the slot moves; short wake-ups claim them meanwhile.
+        // Rows may commit while the slot moves; short wake-ups claim them meanwhile. A stop does
+        // not wait for a long move to end.
         let skipped = {
-            let skip = self.skip(session.as_mut(), stop);
+            let skip = self.skip(session.as_mut());
             tokio::pin!(skip);
             let mut wakes = tokio::time::interval(SKIP_WAKE_EVERY);
             loop {
                 tokio::select! {
                     skipped = &mut skip => break skipped?,
                     _ = wakes.tick() => self.wake.wake(),
+                    _ = stop.stopped() => return Err(Ended::Stopping),
                 }
             }
         };
@@ -290,21 +295,14 @@ impl CaptureRunner {
     /// Moves the slot to the log end and keeps that position as handled. The first move after a
     /// pause may meet the slot still held by the ending stream, so a refusal is tried again for a
     /// while.
-    async fn skip(
-        &self,
-        session: &mut dyn CaptureSession,
-        stop: &mut StopSignal,
-    ) -> Result<Lsn, Ended> {
+    async fn skip(&self, session: &mut dyn CaptureSession) -> Result<Lsn, Ended> {
         let deadline = Instant::now() + HANDOVER_BOUND;
         let position = loop {
             match session.skip_to_log_end().await {
                 Ok(position) => break position,
                 Err(CaptureError::Setup(error)) if Instant::now() < deadline => {
                     tracing::debug!(%error, "moving the capture slot; trying again");
-                    tokio::select! {
-                        () = tokio::time::sleep(HANDOVER_STEP) => {}
-                        _ = stop.stopped() => return Err(Ended::Stopping),
-                    }
+                    tokio::time::sleep(HANDOVER_STEP).await;
                 }
                 Err(error) => return Err(error.into()),
             }
@@ -478,26 +476,13 @@ impl CaptureRunner {
         loop {
             tokio::select! {
                 _ = stop.stopped() => {
-                    // The keeper writes the last position when its channel closes, so the next
-                    // start does not wake again for what was handled.
-                    drop(positions);
-                    match tokio::time::timeout(KEEPER_BOUND, &mut keeper).await {
-                        Ok(Ok(Ok(()))) => {}
-                        Ok(Ok(Err(error))) => tracing::warn!(%error, "writing the capture position at shutdown failed"),
-                        Ok(Err(_)) | Err(_) => tracing::warn!("the capture position was not written at shutdown"),
+                    if let Err(error) = end_stream(stream, positions, &mut keeper).await {
+                        tracing::warn!(%error, "the capture position was not written at shutdown");
                     }
-                    stream.close().await;
                     return Followed::Ended(Ended::Stopping);
                 }
                 () = &mut backlog => {
-                    drop(positions);
-                    let kept = match tokio::time::timeout(KEEPER_BOUND, &mut keeper).await {
-                        Ok(Ok(kept)) => kept,
-                        Ok(Err(error)) => Err(format!("the capture position keeper failed: {error}")),
-                        Err(_) => Err("the capture position was not written in time".to_owned()),
-                    };
-                    stream.close().await;
-                    return match kept {
+                    return match end_stream(stream, positions, &mut keeper).await {
                         Ok(()) => Followed::Paused(handled),
                         Err(error) => failed(error),
                     };
@@ -538,6 +523,26 @@ impl CaptureRunner {
             }
         }
     }
+}
+
+/// Ends a stream that capture leaves on purpose (shutdown or a backlog): the keeper writes the last
+/// position when its channel closes, so the next stream does not wake again for what was handled.
+async fn end_stream(
+    stream: Box<dyn ChangeStream>,
+    positions: watch::Sender<Option<Lsn>>,
+    keeper: &mut tokio::task::JoinHandle<Result<(), String>>,
+) -> Result<(), String> {
+    drop(positions);
+    let kept = match tokio::time::timeout(KEEPER_BOUND, keeper).await {
+        Ok(Ok(kept)) => kept,
+        Ok(Err(error)) => Err(format!("the capture position keeper failed: {error}")),
+        Err(_) => Err(format!(
+            "the capture position was not written within {} s",
+            KEEPER_BOUND.as_secs()
+        )),
+    };
+    stream.close().await;
+    kept
 }
 
 /// Sends a notice to the other replicas each time `rung` rings.
