@@ -8,8 +8,8 @@
 # default column names filled in, as the product renders them.
 source "$(dirname "$0")/lib.sh"
 db=$1; kind=$2; REPEAT=${REPEAT:-20}
-render() { grep -v '^\s*--' "$REPO_DIR/adapters/postgres/queries/$1" | sed -e 's/{outbox}/outbox/g' -e 's/{outbox\.\([A-Za-z]*\)}/\1/g' -e 's/\b\(scheduledAt\|claimToken\|claimedAt\|leaseExpiresAt\|updatedAt\|aggregateType\|maxAttempts\)\b/\L&/g' \
-  | sed -e 's/scheduledat/scheduled_at/g; s/claimtoken/claim_token/g; s/claimedat/claimed_at/g; s/leaseexpiresat/lease_expires_at/g; s/updatedat/updated_at/g; s/aggregatetype/aggregate_type/g; s/maxattempts/max_attempts/g'; }
+render() { grep -v '^\s*--' "$REPO_DIR/adapters/postgres/queries/$1" | sed -e 's/{outbox}/outbox/g' -e 's/{outbox\.\([A-Za-z]*\)}/\1/g' -e 's/\b\(scheduledAt\|createdAt\|claimToken\|claimedAt\|leaseExpiresAt\|updatedAt\|aggregateType\|maxAttempts\)\b/\L&/g' \
+  | sed -e 's/scheduledat/scheduled_at/g; s/createdat/created_at/g; s/claimtoken/claim_token/g; s/claimedat/claimed_at/g; s/leaseexpiresat/lease_expires_at/g; s/updatedat/updated_at/g; s/aggregatetype/aggregate_type/g; s/maxattempts/max_attempts/g'; }
 case "$kind" in
   keyed)   stmt=$(render outbox_claim_keyed.sql); params="'${3:-}', ${4:-100}, 300000, ${5:-2000}"; types="text, int, bigint, int" ;;
   unkeyed) stmt=$(render outbox_claim_unkeyed.sql); params="${3:-100}, 300000"; types="int, bigint" ;;

@@ -174,6 +174,39 @@ impl World {
         running
     }
 
+    /// Starts the owner behind a destination slow enough (4 ms a row) that a backlog of thousands
+    /// of rows keeps every claim full for seconds, longer than the pause threshold of one second.
+    async fn start_slow_owner(&self) -> Running {
+        self.receiver
+            .set_policy(Policy::status(200).with_delay(Duration::from_millis(4)));
+        self.start_streaming(&Replica::default()).await
+    }
+
+    /// Starts a follower: capture mode with `enabled: false`.
+    async fn start_follower(&self) -> Running {
+        self.start(&Replica {
+            capture: Some(false),
+            ..Replica::default()
+        })
+        .await
+    }
+
+    /// Inserts one row at a time until a notice of the owner reaches `follower` (its subscription
+    /// is up); returns how many rows it inserted.
+    async fn wait_follower_subscribed(&self, follower: &Running) -> usize {
+        let mut inserted = 0;
+        wait_until("a notice to reach the follower", START, || {
+            inserted += 1;
+            async {
+                self.insert(1, 0).await;
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                (follower.peer_wakes().await >= 1.0).then_some(())
+            }
+        })
+        .await;
+        inserted
+    }
+
     /// Inserts `n` due rows in one transaction; returns their ids.
     async fn insert(&self, n: usize, delay_ms: i64) -> Vec<Uuid> {
         sqlx::query_scalar(
@@ -304,6 +337,14 @@ impl Running {
         queuebox_tests::scrape(self.port).await
     }
 
+    /// The notices of the owner this replica has received.
+    async fn peer_wakes(&self) -> f64 {
+        sample(
+            &self.metrics().await,
+            "queuebox_capture_wakes_total{origin=\"peer\"}",
+        )
+    }
+
     async fn ready(&self) -> (u16, serde_json::Value) {
         let response = queuebox_tests::http()
             .get(format!("http://127.0.0.1:{}/health/ready", self.port))
@@ -370,16 +411,21 @@ async fn a_commit_wakes_delivery_although_the_poll_interval_is_a_minute() {
             inserted.elapsed()
         );
     }
+    // A row can be delivered before capture has counted its commit: a quick claim that follows the
+    // previous wake-up may find it first. So the count is awaited, then checked exactly.
+    let inserts = "queuebox_capture_changes_total{kind=\"insert\"}";
+    let log_wakes = "queuebox_capture_wakes_total{origin=\"log\"}";
+    wait_until("capture to count the three inserts", WOKEN, || async {
+        let metrics = owner.metrics().await;
+        (sample(&metrics, inserts) >= 3.0 && sample(&metrics, log_wakes) >= 3.0).then_some(())
+    })
+    .await;
     let metrics = owner.metrics().await;
-    assert_eq!(
-        sample(&metrics, "queuebox_capture_changes_total{kind=\"insert\"}"),
-        3.0
-    );
+    assert_eq!(sample(&metrics, inserts), 3.0);
     assert_eq!(
         sample(&metrics, "queuebox_capture_status{status=\"streaming\"}"),
         1.0
     );
-    assert!(sample(&metrics, "queuebox_capture_wakes_total{origin=\"log\"}") >= 3.0);
 
     // The state the start created: the files, the row, and the slot it tied them to.
     let identity = std::fs::read_to_string(world.state_dir().join("identity")).expect("identity");
@@ -555,44 +601,18 @@ async fn a_second_owner_is_refused_and_keeps_delivering_through_sql() {
 async fn a_replica_that_follows_the_owner_is_woken_by_its_notices() {
     let world = World::standard().await;
     let owner = world.start_streaming(&Replica::default()).await;
-    let follower = world
-        .start(&Replica {
-            capture: Some(false),
-            ..Replica::default()
-        })
-        .await;
+    let follower = world.start_follower().await;
     // The follower runs no capture of its own: no state, no outbox-capture component.
     let (_, body) = follower.ready().await;
     assert!(body["components"].get("outbox-capture").is_none(), "{body}");
-    // Its subscription is up once a notice reaches it; keep inserting until one does.
-    let mut inserted = 0;
-    wait_until("a notice to reach the follower", START, || {
-        inserted += 1;
-        async {
-            world.insert(1, 0).await;
-            let peer = sample(
-                &follower.metrics().await,
-                "queuebox_capture_wakes_total{origin=\"peer\"}",
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-            (peer >= 1.0).then_some(())
-        }
-    })
-    .await;
-    let before = sample(
-        &follower.metrics().await,
-        "queuebox_capture_wakes_total{origin=\"peer\"}",
-    );
+    let inserted = world.wait_follower_subscribed(&follower).await;
+    let before = follower.peer_wakes().await;
     for _ in 0..5 {
         world.insert(1, 0).await;
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     wait_until("five more notices at the follower", WOKEN, || async {
-        let peer = sample(
-            &follower.metrics().await,
-            "queuebox_capture_wakes_total{origin=\"peer\"}",
-        );
-        (peer >= before + 5.0).then_some(())
+        (follower.peer_wakes().await >= before + 5.0).then_some(())
     })
     .await;
     let total = inserted + 5;
@@ -836,12 +856,7 @@ async fn the_slot_confirmed_position_advances_under_load() {
 #[tokio::test]
 async fn a_backlog_pauses_the_stream_and_the_first_commit_after_it_still_wakes_delivery() {
     let world = World::standard().await;
-    // A destination slow enough that 10,000 rows take seconds: every claim comes back full (or
-    // rows wait in hand) for longer than the pause threshold of one second.
-    world
-        .receiver
-        .set_policy(Policy::status(200).with_delay(Duration::from_millis(4)));
-    let owner = world.start_streaming(&Replica::default()).await;
+    let owner = world.start_slow_owner().await;
     let backlog = 10_000;
     world.insert(backlog, 0).await;
     let end_of_backlog = world.current_wal().await;
@@ -885,6 +900,37 @@ async fn a_backlog_pauses_the_stream_and_the_first_commit_after_it_still_wakes_d
         owner.qb.log()
     );
     owner.stop().await;
+    world.finish().await;
+}
+
+#[tokio::test]
+async fn a_pause_sends_the_followers_a_notice() {
+    let world = World::standard().await;
+    let owner = world.start_slow_owner().await;
+    let follower = world.start_follower().await;
+    let inserted = world.wait_follower_subscribed(&follower).await;
+    world.receiver.wait_for(inserted, WOKEN).await;
+    let before = follower.peer_wakes().await;
+    // One transaction: one notice for its commit. Both replicas then claim full batches for
+    // seconds, so the owner pauses, and the pause is the only other source of a notice.
+    let backlog = 20_000;
+    world.insert(backlog, 0).await;
+    world.wait_capture(&owner, "paused", false).await;
+    wait_until("the pause's notice at the follower", WOKEN, || async {
+        (follower.peer_wakes().await >= before + 2.0).then_some(())
+    })
+    .await;
+    world
+        .receiver
+        .wait_for(inserted + backlog, Duration::from_secs(120))
+        .await;
+    world.wait_capture(&owner, "streaming", true).await;
+    assert_eq!(
+        world.sent().await,
+        i64::try_from(inserted + backlog).expect("count")
+    );
+    owner.stop().await;
+    follower.stop().await;
     world.finish().await;
 }
 

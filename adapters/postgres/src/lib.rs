@@ -29,7 +29,9 @@ mod statements;
 mod store_support;
 mod tls;
 
-pub use capture::{CaptureConnection, PgCaptureConnector, PgCaptureStateStore, PgWakeChannel};
+pub use capture::{
+    ANNOUNCE_STATEMENT, CaptureConnection, PgCaptureConnector, PgCaptureStateStore, PgWakeChannel,
+};
 pub use connect::DEFAULT_APPLICATION_NAME;
 pub use database::{PostgresDatabase, connect};
 pub use error::{PostgresError, sqlstate};

@@ -7,4 +7,5 @@ mod sql;
 mod state_store;
 
 pub use session::{CaptureConnection, PgCaptureConnector};
+pub use sql::ANNOUNCE as ANNOUNCE_STATEMENT;
 pub use state_store::{PgCaptureStateStore, PgWakeChannel};
