@@ -6,6 +6,7 @@ import { readFileSync, readdirSync } from "node:fs";
 import { randomBytes } from "node:crypto";
 import { inspect } from "node:util";
 import pg from "pg";
+import { dropDatabase } from "../testing/drop-database.mjs";
 import {
   InboxWorker,
   defaultRetryPolicy,
@@ -63,8 +64,9 @@ async function withDatabase(fn) {
     await fn(pool);
   } finally {
     await pool.end();
-    await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-    await admin.end();
+    // The admin connection is closed even when the drop fails: left open, it kept this file's
+    // process alive and the test run never ended.
+    await dropDatabase(admin, name).finally(() => admin.end());
   }
 }
 
