@@ -191,15 +191,14 @@ impl World {
         .await
     }
 
-    /// Inserts one row at a time until a notice of the owner reaches `follower` (its subscription
-    /// is up); returns how many rows it inserted.
+    /// Inserts one row per look (every 25 ms) until a notice of the owner reaches `follower` (its
+    /// subscription is up); returns how many rows it inserted.
     async fn wait_follower_subscribed(&self, follower: &Running) -> usize {
         let mut inserted = 0;
         wait_until("a notice to reach the follower", START, || {
             inserted += 1;
             async {
                 self.insert(1, 0).await;
-                tokio::time::sleep(Duration::from_millis(100)).await;
                 (follower.peer_wakes().await >= 1.0).then_some(())
             }
         })
