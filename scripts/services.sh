@@ -149,7 +149,10 @@ CONF
     pg_ctlcluster --skip-systemctl-redirect "$PG_VERSION" main start >&2
   fi
   wait_for 60 "PostgreSQL" su postgres -c "pg_isready -q -h 127.0.0.1 -p $PG_PORT"
-  # The test user may create databases (one fresh database per test) and owns nothing else.
+  # The test user may create databases (one fresh database per test) and owns nothing else. It
+  # may signal other sessions (pg_signal_backend) so that a test's DROP DATABASE ... WITH (FORCE)
+  # can end an autovacuum worker that happens to be in the database; without it the drop fails
+  # ("must be a member of the role whose process is being terminated") and the database is left.
   su postgres -c "psql -q -v ON_ERROR_STOP=1 -p $PG_PORT -d postgres" >&2 <<SQL
 DO \$\$ BEGIN
   IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '$PG_USER') THEN
@@ -163,6 +166,7 @@ DO \$\$ BEGIN
     ALTER ROLE $PG_CAPTURE_USER LOGIN REPLICATION PASSWORD '$PG_CAPTURE_PASSWORD';
   END IF;
 END \$\$;
+GRANT pg_signal_backend TO $PG_USER;
 SQL
   if ! su postgres -c "psql -tAq -p $PG_PORT -d postgres -c \"SELECT 1 FROM pg_database WHERE datname = 'queuebox'\"" | grep -q 1; then
     su postgres -c "createdb -p $PG_PORT -O $PG_USER queuebox" >&2
@@ -279,6 +283,7 @@ DO \$\$ BEGIN
     ALTER ROLE $PG_USER LOGIN CREATEDB PASSWORD '$PG_PASSWORD';
   END IF;
 END \$\$;
+GRANT pg_signal_backend TO $PG_USER;
 SQL
   "$PGF_HOME/pair.sh" reset
   log "PostgreSQL pair ready: primary 127.0.0.1:$PGF_PRIMARY_PORT, standby 127.0.0.1:$PGF_STANDBY_PORT"

@@ -6,7 +6,6 @@ import { readFileSync, readdirSync } from "node:fs";
 import { randomBytes } from "node:crypto";
 import { inspect } from "node:util";
 import pg from "pg";
-import { dropDatabase } from "../testing/drop-database.mjs";
 import {
   InboxWorker,
   defaultRetryPolicy,
@@ -64,9 +63,9 @@ async function withDatabase(fn) {
     await fn(pool);
   } finally {
     await pool.end();
-    // The admin connection is closed even when the drop fails: left open, it kept this file's
-    // process alive and the test run never ended.
-    await dropDatabase(admin, name).finally(() => admin.end());
+    // Closed even when the drop fails: left open, it kept this file's process alive and the test
+    // run never ended.
+    await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`).finally(() => admin.end());
   }
 }
 

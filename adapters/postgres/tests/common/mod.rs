@@ -143,32 +143,20 @@ impl TestDb {
         }
     }
 
-    /// Drops the database now (the Drop impl does the same as a fallback).
-    ///
-    /// Tries again for a few seconds: `WITH (FORCE)` cannot end an autovacuum worker that happens to
-    /// be in the database (a non-superuser may not signal it; PostgreSQL answers "must be a member of
-    /// the role whose process is being terminated"), and the worker finishes soon.
+    /// Drops the database now (the Drop impl does the same as a fallback). `WITH (FORCE)` also ends
+    /// an autovacuum worker that happens to be in the database, because the services script grants
+    /// the test account `pg_signal_backend`.
     pub async fn drop_now(&self) {
         let mut admin = PgConnection::connect(&server_url())
             .await
             .expect("connect to QB_TEST_PG_URL");
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
-        loop {
-            let dropped = sqlx::raw_sql(AssertSqlSafe(format!(
-                "DROP DATABASE IF EXISTS {} WITH (FORCE)",
-                self.name
-            )))
-            .execute(&mut admin)
-            .await;
-            match dropped {
-                Ok(_) => break,
-                Err(error) if tokio::time::Instant::now() < deadline => {
-                    eprintln!("dropping {} failed, trying again: {error}", self.name);
-                    tokio::time::sleep(Duration::from_millis(200)).await;
-                }
-                Err(error) => panic!("drop the test database {}: {error}", self.name),
-            }
-        }
+        sqlx::raw_sql(AssertSqlSafe(format!(
+            "DROP DATABASE IF EXISTS {} WITH (FORCE)",
+            self.name
+        )))
+        .execute(&mut admin)
+        .await
+        .unwrap_or_else(|error| panic!("drop the test database {}: {error}", self.name));
         let _ = admin.close().await;
     }
 }
