@@ -11,6 +11,11 @@
 #           capture (the owner: enabled: true, pollIntervalMs CAP_POLL=5000, reconciliationIntervalMs
 #           CAP_RECONCILE=5000) and for plain polling (mode polling, pollIntervalMs POLL=100), the two
 #           interleaved, LAT_RUNS (1) rounds (LAT_MODES="capture" or "polling" runs one of them).
+#           LAT_MODES may also hold "floor": instead of QueueBox, pg_recvlogical (test_decoding) piped
+#           into capture-floor/, the least work a capture-woken deliverer can do (one claim statement
+#           a commit, no key order, a POST per row, CONC in flight): the machine's own floor for the
+#           same load in the same run. "floordirect": the same without any claim, each row POSTed
+#           straight from the decoded stream (not a deliverer: the floor of decoding plus HTTP).
 #           The load is run-latency.sh's: pgbench -R (one client) commits RATE/10 transactions a
 #           second of 10 rows, random keys over LAT_KEYS (20000), each row with created_at =
 #           clock_timestamp() and that instant, in µs, in the payload field "t".
@@ -92,6 +97,10 @@ exec > >(tee -a "$OUT") 2> >(tee -a "$OUT.stderr" >&2)
 
 # The receiver must know /dump (per-row arrivals); cargo rebuilds it only when its source changed.
 (cd "$BENCH_DIR/receiver" && CARGO_TARGET_DIR=${BENCH_BIN_DIR%/release} cargo build --release -q) || die "receiver build failed"
+FLOOR_BIN=$BENCH_BIN_DIR/qb-bench-capture-floor
+case " $LAT_MODES " in
+  *" floor "*|*" floordirect "*) (cd "$BENCH_DIR/capture-floor" && CARGO_TARGET_DIR=${BENCH_BIN_DIR%/release} cargo build --release -q) || die "capture-floor build failed" ;;
+esac
 need_bins
 
 echo "# run-capture.sh $PARTS"
@@ -306,6 +315,40 @@ lat_figures() {
   done
 }
 
+# start_floor DB MODE: the latency floor (LAT_MODES=floor) instead of QueueBox: pg_recvlogical (a
+# test_decoding slot of its own, as CAPTURE_USER) piped into capture-floor (see its source), which
+# claims with one statement a commit and POSTs each row to the receiver at /events with CONC in
+# flight; MODE floordirect POSTs each row straight from the decoded stream, no claim. Sets SLOT,
+# FLOOR_PID and RECVLOGICAL_PID; waits until the slot streams.
+start_floor() {
+  local db=$1 how=
+  [ "$2" = floordirect ] && how=direct
+  next_slot; _SLOTS+=("$SLOT $db")
+  PGUSER=$CAPTURE_USER PGPASSWORD=$CAPTURE_PASSWORD pg_recvlogical -d "$db" --slot "$SLOT" --create-slot -P test_decoding \
+    || die "creating the floor's slot $SLOT failed"
+  rm -f "$WORK/floor.fifo"; mkfifo "$WORK/floor.fifo"
+  ${QB_CPUS:+taskset -c $QB_CPUS} "$FLOOR_BIN" "postgres://$PGUSER:$PGPASSWORD@$PGHOST:$PGPORT/$db" \
+    "http://127.0.0.1:$RECV_PORT/events" "$CONC" $how <"$WORK/floor.fifo" >"$WORK/floor.log" 2>&1 &
+  FLOOR_PID=$!; _PIDS+=("$FLOOR_PID")
+  PGUSER=$CAPTURE_USER PGPASSWORD=$CAPTURE_PASSWORD pg_recvlogical -d "$db" --slot "$SLOT" --start -f - -F 0 \
+    >"$WORK/floor.fifo" 2>>"$WORK/floor.log" &
+  RECVLOGICAL_PID=$!; _PIDS+=("$RECVLOGICAL_PID")
+  for _ in $(seq 1 300); do
+    [ "$(sql postgres "SELECT active FROM pg_replication_slots WHERE slot_name = '$SLOT'")" = t ] \
+      && grep -q "capture floor ready" "$WORK/floor.log" && return 0
+    kill -0 "$FLOOR_PID" 2>/dev/null || { cat "$WORK/floor.log" >&2; die "capture-floor exited"; }
+    sleep 0.1
+  done
+  cat "$WORK/floor.log" >&2; die "the floor's slot $SLOT not streaming after 30 s"
+}
+stop_floor() {
+  local pid
+  for pid in "$RECVLOGICAL_PID" "$FLOOR_PID"; do
+    kill -TERM "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+  done
+}
+
 # --- 1. latency: capture owner against polling ---------------------------------------------------
 part_latency() {
   local run rate mode db
@@ -322,22 +365,35 @@ part_latency() {
             -c "ALTER DATABASE \"$db\" SET log_min_duration_statement = 0" >/dev/null
         fi
         t0=$(date +%s%N)
-        if [ "$mode" = capture ]; then
-          start_replica qb owner "$db" "$QB_PORT" /events
-          wait_streaming qb
-          stream_ms=$((($(date +%s%N) - t0) / 1000000))
-        else
-          start_replica qb polling "$db" "$QB_PORT" /events
-        fi
+        case "$mode" in
+          capture)
+            start_replica qb owner "$db" "$QB_PORT" /events
+            wait_streaming qb
+            stream_ms=$((($(date +%s%N) - t0) / 1000000))
+            ;;
+          polling) start_replica qb polling "$db" "$QB_PORT" /events ;;
+          floor|floordirect)
+            start_floor "$db" "$mode"
+            stream_ms=$((($(date +%s%N) - t0) / 1000000))
+            ;;
+          *) die "LAT_MODES: unknown mode '$mode' (capture, polling, floor, floordirect)" ;;
+        esac
         local before; before=$(loadavg)
         offer_load "$db" "$rate"
         [ -n "${DIAG_DIR:-}" ] && diag_dump "$db" "$DIAG_DIR/$mode-$rate-$run"
         [ -n "$log_offset" ] && tail -c +$((log_offset + 1)) "$PG_LOG" | grep -F "@$db " >"$DIAG_DIR/$mode-$rate-$run.pglog"
         [ "$mode" = capture ] && metrics=$(cap_metrics qb)
-        local rss; rss=$(mem "${QBP[qb]}")
-        stop_qb qb
+        local rss
+        if [ "${mode#floor}" != "$mode" ]; then
+          rss=$(mem "$FLOOR_PID"); stop_floor
+        else
+          rss=$(mem "${QBP[qb]}"); stop_qb qb
+        fi
         [ -n "$SLOT" ] && drop_slot "$SLOT" "$db"
-        echo "part=latency mode=$mode run=$run offered=$rate $PGB poll=$([ "$mode" = capture ] && echo "$CAP_POLL reconciliation=$CAP_RECONCILE" || echo "$POLL") $(lat_figures)duplicates=$(recv /stats | field duplicates) not_sent_after=$LEFT start_to_streaming_ms=$stream_ms $metrics warn_lines=$(warnings qb) $rss $before end_$(loadavg)"
+        local poll_text=$POLL warns
+        [ "$mode" = polling ] || poll_text="$CAP_POLL reconciliation=$CAP_RECONCILE"
+        if [ "${mode#floor}" != "$mode" ]; then warns=$(grep -c -E 'POST of|finishing' "$WORK/floor.log" || true); else warns=$(warnings qb); fi
+        echo "part=latency mode=$mode run=$run offered=$rate $PGB poll=$poll_text $(lat_figures)duplicates=$(recv /stats | field duplicates) not_sent_after=$LEFT start_to_streaming_ms=$stream_ms $metrics warn_lines=$warns $rss $before end_$(loadavg)"
         if [ -n "${DIAG_DIR:-}" ]; then
           echo "part=breakdown mode=$mode run=$run offered=$rate $("$BENCH_DIR/capture-breakdown.sh" "$DIAG_DIR/$mode-$rate-$run")"
         fi
