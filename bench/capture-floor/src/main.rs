@@ -55,13 +55,18 @@ type Failure = Box<dyn std::error::Error + Send + Sync>;
 async fn main() -> Result<(), Failure> {
     let args: Vec<String> = std::env::args().collect();
     let (Some(database), Some(receiver)) = (args.get(1), args.get(2)) else {
-        return Err("usage: qb-bench-capture-floor DATABASE_URL RECEIVER_URL [CONCURRENCY] (pg_recvlogical's test_decoding output on stdin)".into());
+        return Err("usage: qb-bench-capture-floor DATABASE_URL RECEIVER_URL [CONCURRENCY [direct]] (pg_recvlogical's test_decoding output on stdin)".into());
     };
     let concurrency: usize = match args.get(3) {
         Some(text) => text
             .parse()
             .map_err(|e| format!("CONCURRENCY '{text}': {e}"))?,
         None => 8,
+    };
+    let direct = match args.get(4).map(String::as_str) {
+        None => false,
+        Some("direct") => true,
+        Some(other) => return Err(format!("mode '{other}': only 'direct' is known").into()),
     };
     let pool = PgPoolOptions::new()
         .max_connections(4)
@@ -81,7 +86,7 @@ async fn main() -> Result<(), Failure> {
         permits: Arc::new(Semaphore::new(concurrency)),
         finished: finished_tx,
     };
-    if args.get(4).is_some_and(|mode| mode == "direct") {
+    if direct {
         eprintln!("capture floor ready (direct)");
         return post_decoded(poster).await;
     }
@@ -126,17 +131,12 @@ async fn read_commits(wake: Arc<Notify>) {
     let mut inserted = false;
     loop {
         match lines.next_line().await {
-            Ok(Some(line)) => {
-                if line.starts_with("BEGIN") {
-                    inserted = false;
-                } else if line.starts_with("COMMIT") {
-                    if inserted {
-                        wake.notify_one();
-                    }
-                } else if line.contains(": INSERT:") {
-                    inserted = true;
-                }
-            }
+            Ok(Some(line)) => match decoded(&line) {
+                Decoded::Begin => inserted = false,
+                Decoded::Commit if inserted => wake.notify_one(),
+                Decoded::Insert => inserted = true,
+                Decoded::Commit | Decoded::Other => {}
+            },
             Ok(None) => {
                 eprintln!("commit stream ended");
                 std::process::exit(0);
@@ -204,24 +204,48 @@ async fn post_decoded(poster: Poster) -> Result<(), Failure> {
     let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
     let mut rows: Vec<(Uuid, String)> = Vec::new();
     while let Some(line) = lines.next_line().await? {
-        if line.starts_with("BEGIN") {
-            rows.clear();
-        } else if line.starts_with("COMMIT") {
-            for (id, payload) in rows.drain(..) {
-                poster.start(id, payload).await?;
+        match decoded(&line) {
+            Decoded::Begin => rows.clear(),
+            Decoded::Commit => {
+                for (id, payload) in rows.drain(..) {
+                    poster.start(id, payload).await?;
+                }
             }
-        } else if line.contains(": INSERT:") {
-            let (Some(id), Some(payload)) = (
-                quoted(&line, "id[uuid]:'"),
-                quoted(&line, "payload[jsonb]:'"),
-            ) else {
-                return Err(format!("no id or payload in the decoded line: {line}").into());
-            };
-            rows.push((id.parse()?, payload.replace("''", "'")));
+            Decoded::Insert => {
+                let (Some(id), Some(payload)) = (
+                    quoted(&line, "id[uuid]:'"),
+                    quoted(&line, "payload[jsonb]:'"),
+                ) else {
+                    return Err(format!("no id or payload in the decoded line: {line}").into());
+                };
+                rows.push((id.parse()?, payload.replace("''", "'")));
+            }
+            Decoded::Other => {}
         }
     }
     eprintln!("commit stream ended");
     Ok(())
+}
+
+/// What one line of test_decoding's output is.
+enum Decoded {
+    Begin,
+    Commit,
+    Insert,
+    /// Any other change (update, delete, truncate, a message).
+    Other,
+}
+
+fn decoded(line: &str) -> Decoded {
+    if line.starts_with("BEGIN") {
+        Decoded::Begin
+    } else if line.starts_with("COMMIT") {
+        Decoded::Commit
+    } else if line.contains(": INSERT:") {
+        Decoded::Insert
+    } else {
+        Decoded::Other
+    }
 }
 
 /// The text after `label` up to the next single quote that is not doubled (test_decoding's quoting).
