@@ -19,6 +19,7 @@ mod health;
 mod inbox_store;
 mod migrate;
 mod migrations;
+pub mod nodelay;
 mod outbox_store;
 mod pool;
 mod pool_metrics;

@@ -74,6 +74,7 @@ impl Pool {
         metrics.register();
         let on_connect = Arc::clone(&metrics);
         let check_new = failover.clone();
+        let base_port = connect.get_port();
         let mut options = PgPoolOptions::new()
             .max_connections(size)
             .min_connections(MIN_CONNECTIONS)
@@ -82,6 +83,10 @@ impl Pool {
                 if let Ok(started) = ACQUIRE_STARTED.try_with(|started| *started) {
                     on_connect.created(started.elapsed());
                 }
+                let port = check_new
+                    .as_ref()
+                    .map_or(base_port, |failover| failover.current_options().get_port());
+                turn_nagle_off(port);
                 let check_new = check_new.clone();
                 Box::pin(async move {
                     match check_new {
@@ -217,5 +222,20 @@ impl Drop for PooledConnection {
         self.pool.metrics.released(self.acquired_at.elapsed());
         // The connection itself goes back (or closes) when the field drops, right after this.
         self.pool.sample();
+    }
+}
+
+/// Sets `TCP_NODELAY` on the connection just opened (see [`crate::nodelay`]); a failure is logged
+/// once, since every later connection would fail the same way.
+fn turn_nagle_off(port: u16) {
+    static WARNED: std::sync::Once = std::sync::Once::new();
+    match crate::nodelay::set_on_sockets_to_port(port) {
+        Ok(pass) => tracing::trace!(found = pass.found, changed = pass.changed, "TCP_NODELAY on database sockets"),
+        Err(error) => WARNED.call_once(|| {
+            tracing::warn!(
+                %error,
+                "could not set TCP_NODELAY on the database connections; over TLS each statement may wait up to 40 ms for the server's delayed acknowledgement"
+            );
+        }),
     }
 }
