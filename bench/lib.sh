@@ -9,6 +9,7 @@
 #   RECV_PORT      the receiver port (default 19999)
 #   BATCH CONC POLL   outbox.batchSize, outbox.concurrency, outbox.pollIntervalMs (default 100 8 100)
 #   POOL           database.poolSize (default 10)
+#   PG_SSLMODE     sslmode of the database URL (default disable; require = the pool over TLS)
 #   CAPTURE_USER CAPTURE_PASSWORD  the account with REPLICATION that drops capture slots
 #                  (default queuebox_capture/queuebox_capture, made by scripts/services.sh)
 #   QB_CPUS RECV_CPUS  CPU lists (taskset -c) for QueueBox and the receiver; unset = any CPU
@@ -155,8 +156,8 @@ server:
   httpPort: $QB_PORT
 database:
   type: postgresql
-  # Plain TCP, as every figure before database TLS existed (2026-12-01) was measured.
-  url: jdbc:postgresql://$PGHOST:$PGPORT/$db?sslmode=disable
+  # Plain TCP by default, as every figure before database TLS existed (2026-12-01) was measured.
+  url: jdbc:postgresql://$PGHOST:$PGPORT/$db?sslmode=${PG_SSLMODE:-disable}
   username: $PGUSER
   password: $PGPASSWORD
   poolSize: $POOL
