@@ -2,7 +2,8 @@
 
 use async_trait::async_trait;
 use queuebox_ports::health::{
-    ComponentHealth, ComponentStatus, HealthCheck, HealthReport, OverallStatus, Readiness,
+    ComponentHealth, ComponentState, ComponentStatus, HealthCheck, HealthReport, OverallStatus,
+    Readiness,
 };
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -52,14 +53,16 @@ impl Readiness for HealthRegistry {
             let check = Arc::clone(check);
             let bound = self.bound;
             running.spawn(async move {
-                let outcome = match tokio::time::timeout(bound, check.check()).await {
+                let outcome = match tokio::time::timeout(bound, check.state()).await {
                     Ok(outcome) => outcome,
-                    Err(_) => Err(format!("no answer within {} ms", bound.as_millis())),
+                    Err(_) => {
+                        ComponentState::Down(format!("no answer within {} ms", bound.as_millis()))
+                    }
                 };
                 (index, outcome)
             });
         }
-        let mut outcomes: Vec<Option<Result<(), String>>> = vec![None; self.checks.len()];
+        let mut outcomes: Vec<Option<ComponentState>> = vec![None; self.checks.len()];
         while let Some(joined) = running.join_next().await {
             match joined {
                 Ok((index, outcome)) => {
@@ -75,13 +78,24 @@ impl Readiness for HealthRegistry {
         let mut components = BTreeMap::new();
         for (check, outcome) in self.checks.iter().zip(outcomes) {
             // A check whose task died counts as down, like one that timed out.
-            let outcome = outcome.unwrap_or_else(|| Err("the check did not complete".to_owned()));
+            let outcome = outcome
+                .unwrap_or_else(|| ComponentState::Down("the check did not complete".to_owned()));
             let health = match outcome {
-                Ok(()) => ComponentHealth {
+                ComponentState::Up => ComponentHealth {
                     status: ComponentStatus::Up,
                     error: None,
                 },
-                Err(reason) => {
+                ComponentState::Starting => {
+                    // Only `up` makes a deciding component ready; an advisory one just shows it.
+                    if check.decides_readiness() {
+                        status = OverallStatus::Unhealthy;
+                    }
+                    ComponentHealth {
+                        status: ComponentStatus::Starting,
+                        error: None,
+                    }
+                }
+                ComponentState::Down(reason) => {
                     if check.decides_readiness() {
                         status = OverallStatus::Unhealthy;
                     }
@@ -170,6 +184,53 @@ mod tests {
             report.components["outbox-capture"].status,
             ComponentStatus::Down
         );
+    }
+
+    /// A component that reports it is still starting.
+    struct Starting {
+        name: &'static str,
+        decides: bool,
+    }
+
+    #[async_trait]
+    impl HealthCheck for Starting {
+        fn name(&self) -> &str {
+            self.name
+        }
+        fn decides_readiness(&self) -> bool {
+            self.decides
+        }
+        async fn check(&self) -> Result<(), String> {
+            Err("starting".into())
+        }
+        async fn state(&self) -> ComponentState {
+            ComponentState::Starting
+        }
+    }
+
+    #[tokio::test]
+    async fn starting_shows_as_starting_and_only_a_deciding_one_holds_readiness() {
+        let mut registry = HealthRegistry::default();
+        registry.register(fixed("database", true, true, 0));
+        registry.register(Arc::new(Starting {
+            name: "outbox-capture",
+            decides: false,
+        }));
+        let report = registry.readiness().await;
+        assert_eq!(report.status, OverallStatus::Healthy);
+        let capture = &report.components["outbox-capture"];
+        assert_eq!(capture.status, ComponentStatus::Starting);
+        assert_eq!(capture.error, None);
+        assert_eq!(
+            serde_json::to_string(capture).expect("serialise"),
+            r#"{"status":"starting"}"#
+        );
+
+        registry.register(Arc::new(Starting {
+            name: "other",
+            decides: true,
+        }));
+        assert_eq!(registry.readiness().await.status, OverallStatus::Unhealthy);
     }
 
     #[tokio::test]

@@ -11,14 +11,37 @@ use std::sync::{Arc, Mutex, PoisonError};
 pub enum ComponentStatus {
     /// Working.
     Up,
+    /// Not working yet and not failing: still getting ready after the start. A component that
+    /// decides readiness keeps the instance unready meanwhile, as only `up` counts.
+    Starting,
     /// Failing, or did not answer within the check bound.
     Down,
+}
+
+/// What one check found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ComponentState {
+    /// Working.
+    Up,
+    /// Still getting ready; no failure seen yet.
+    Starting,
+    /// Failing, with a short reason.
+    Down(String),
+}
+
+impl From<Result<(), String>> for ComponentState {
+    fn from(outcome: Result<(), String>) -> Self {
+        match outcome {
+            Ok(()) => Self::Up,
+            Err(reason) => Self::Down(reason),
+        }
+    }
 }
 
 /// One component's line in a health report.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ComponentHealth {
-    /// Up or down.
+    /// Up, starting or down.
     pub status: ComponentStatus,
     /// Why the component is down; never holds a credential.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -58,6 +81,11 @@ pub trait HealthCheck: Send + Sync {
     }
     /// `Ok` when the component works, otherwise a short reason.
     async fn check(&self) -> Result<(), String>;
+    /// The state the report shows. The default reads [`HealthCheck::check`] (`Ok` is up); a
+    /// component with a starting phase overrides it to report [`ComponentState::Starting`].
+    async fn state(&self) -> ComponentState {
+        self.check().await.into()
+    }
 }
 
 /// A component whose owner sets its state (up, or down with a reason) as things happen, and whose

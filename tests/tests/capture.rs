@@ -55,6 +55,8 @@ struct Replica<'a> {
     capture_account: bool,
     publication: &'a str,
     state_dir: Option<&'a Path>,
+    /// A port on 127.0.0.1 for capture to connect to instead of the database.
+    capture_port: Option<u16>,
 }
 
 impl Default for Replica<'_> {
@@ -67,6 +69,7 @@ impl Default for Replica<'_> {
             capture_account: true,
             publication: "queuebox_outbox",
             state_dir: None,
+            capture_port: None,
         }
     }
 }
@@ -138,10 +141,19 @@ impl World {
                 slot = self.slot,
                 publication = replica.publication,
                 reconciliation = replica.reconciliation_ms,
-                account = if replica.capture_account {
-                    format!("    connection:\n      username: {user}\n      password: {password}\n")
-                } else {
-                    String::new()
+                account = match (replica.capture_account, replica.capture_port) {
+                    (false, None) => String::new(),
+                    (account, port) => format!(
+                        "    connection:\n{credentials}{address}",
+                        credentials = if account {
+                            format!("      username: {user}\n      password: {password}\n")
+                        } else {
+                            String::new()
+                        },
+                        address = port.map_or_else(String::new, |port| format!(
+                            "      hostname: 127.0.0.1\n      port: {port}\n"
+                        )),
+                    ),
                 },
             ),
         };
@@ -593,6 +605,38 @@ async fn a_second_owner_is_refused_and_keeps_delivering_through_sql() {
     world.insert(2, 0).await;
     world.receiver.wait_for(2, Duration::from_secs(10)).await;
     second.stop().await;
+    world.finish().await;
+}
+
+#[tokio::test]
+async fn capture_that_has_not_streamed_yet_shows_starting_while_the_instance_is_ready() {
+    // A server that takes the connection and never answers holds capture at its start.
+    let silent = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let port = silent.local_addr().expect("local address").port();
+    let holder = tokio::spawn(async move {
+        let mut open = Vec::new();
+        while let Ok((stream, _)) = silent.accept().await {
+            open.push(stream);
+        }
+    });
+    let world = World::standard().await;
+    let replica = Replica {
+        capture_port: Some(port),
+        ..Replica::default()
+    };
+    let running = world.start(&replica).await;
+    let body = wait_until("the instance ready", START, || async {
+        let (status, body) = running.ready().await;
+        (status == 200).then_some(body)
+    })
+    .await;
+    let component = &body["components"]["outbox-capture"];
+    assert_eq!(component["status"], "starting", "{body}");
+    assert!(component.get("error").is_none(), "{body}");
+    running.stop().await;
+    holder.abort();
     world.finish().await;
 }
 
