@@ -20,6 +20,9 @@ pub struct Received {
     pub message_id: Option<String>,
     /// The Kafka record key: the third choice of idempotency key and the last of aggregate id.
     pub record_key: Option<String>,
+    /// The broker's own correlation id, read when no `X-Correlation-Id` header gives one: the
+    /// AMQP `correlation_id` property. `None` for HTTP, Kafka and NATS.
+    pub correlation_id: Option<String>,
 }
 
 impl Received {
@@ -30,6 +33,7 @@ impl Received {
             body,
             message_id: None,
             record_key: None,
+            correlation_id: None,
         }
     }
 }

@@ -4,6 +4,7 @@
 //! Service addresses come from `QB_TEST_*` variables that `scripts/services.sh` prints. A missing
 //! variable fails the test with the command to run; no test silently skips.
 
+pub mod broker_forms;
 pub mod buses;
 pub mod database;
 pub mod inbox;

@@ -2,6 +2,7 @@
 //! (`QB_TEST_KAFKA_BOOTSTRAP`, started by `scripts/services.sh`), and stores the records of Kafka
 //! topics in the inbox. Each test uses topics and consumer groups of its own.
 
+use queuebox_tests::broker_forms::{BINARY_HEADER, UNKEYED, check_unkeyed_rows, digest_key};
 use queuebox_tests::database::TestDatabase;
 use queuebox_tests::inbox::wait_each_stored_once;
 use queuebox_tests::process::{Launch, QueueBox};
@@ -159,6 +160,21 @@ async fn send(
     key: Option<&str>,
     body: &[u8],
     headers: &[(&str, &str)],
+) {
+    let headers: Vec<(&str, &[u8])> = headers
+        .iter()
+        .map(|(name, value)| (*name, value.as_bytes()))
+        .collect();
+    send_bytes(producer, topic, key, body, &headers).await;
+}
+
+/// [`send`] with header values of any bytes.
+async fn send_bytes(
+    producer: &FutureProducer,
+    topic: &str,
+    key: Option<&str>,
+    body: &[u8],
+    headers: &[(&str, &[u8])],
 ) {
     let mut owned = OwnedHeaders::new();
     for (name, value) in headers {
@@ -541,23 +557,28 @@ type StoredRow = (
     Option<String>,
 );
 
-#[tokio::test]
-async fn records_are_stored_once_each_with_the_key_order_of_page_08_and_bad_ones_kept_dead() {
-    let _broker = BROKER.read().await;
-    let topic = unique("in");
+/// A one-partition topic of its own (named after `prefix`) and a service whose source `orders-log`
+/// reads it in a group of its own with the `extra` keys, once the source is healthy.
+async fn topic_with_source(prefix: &str, extra: &str) -> (String, String, Service) {
+    let topic = unique(prefix);
     create_topic(&topic, 1).await;
     let group = unique("group");
-    let service = Service::start(&source(
-        "orders-log",
-        &topic,
-        &group,
-        "    idempotencyKeyPath: $.messageId\n    eventTypePath: $.type\n    aggregateIdPath: $.orderId\n",
-    ))
-    .await;
+    let service = Service::start(&source("orders-log", &topic, &group, extra)).await;
     wait_until("the source healthy", WAIT, || async {
         let (status, body) = ready(service.port).await;
         (status == 200 && body.contains("kafka.orders-log")).then_some(())
     })
+    .await;
+    (topic, group, service)
+}
+
+#[tokio::test]
+async fn records_are_stored_once_each_with_the_key_order_of_page_08_and_bad_ones_kept_dead() {
+    let _broker = BROKER.read().await;
+    let (topic, group, service) = topic_with_source(
+        "in",
+        "    idempotencyKeyPath: $.messageId\n    eventTypePath: $.type\n    aggregateIdPath: $.orderId\n",
+    )
     .await;
     let producer = producer();
     let body = br#"{"messageId":"m-1","type":"order.created","orderId":"o-1"}"#;
@@ -613,7 +634,11 @@ async fn records_are_stored_once_each_with_the_key_order_of_page_08_and_bad_ones
         .iter()
         .find(|r| r.2.as_deref() == Some("agg-h"))
         .expect("the row keyed by its digest");
-    assert_eq!(digest.0.len(), 64, "the SHA-256 of the body: {rows:?}");
+    assert_eq!(
+        digest.0,
+        digest_key(br#"{"other":2}"#),
+        "the SHA-256 of the body: {rows:?}"
+    );
     let xml = row("xml-1");
     assert_eq!(xml.3, "dead", "not JSON: a dead row under its record key");
     assert!(
@@ -763,6 +788,27 @@ async fn the_sources_rules_apply_to_records_filter_transform_attribute_headers_p
     );
     service.stop().await;
     delete_topics(&[&relayed, &pulled]).await;
+}
+
+#[tokio::test]
+async fn unkeyed_records_get_digest_keys_and_raw_payloads_and_binary_headers_are_kept() {
+    let _broker = BROKER.read().await;
+    let (topic, _group, service) =
+        topic_with_source("forms", "    idempotencyKeyPath: $.messageId\n").await;
+    let producer = producer();
+    for (i, body) in UNKEYED.iter().enumerate() {
+        let headers: &[(&str, &[u8])] = if i == 0 {
+            &[("x-binary", BINARY_HEADER.0), ("x-text", b"acme")]
+        } else {
+            &[]
+        };
+        send_bytes(&producer, &topic, None, body, headers).await;
+    }
+    let stored = check_unkeyed_rows(&service.sql, "orders-log", WAIT).await;
+    assert_eq!(stored["x-text"], "acme", "{stored}");
+    assert_eq!(stored["x-binary"], BINARY_HEADER.1, "{stored}");
+    service.stop().await;
+    delete_topics(&[&topic]).await;
 }
 
 #[tokio::test]

@@ -8,6 +8,7 @@
 use async_nats::HeaderMap;
 use async_nats::jetstream::{self, stream};
 use futures::StreamExt;
+use queuebox_tests::broker_forms::{UNKEYED, check_unkeyed_rows, digest_key};
 use queuebox_tests::database::TestDatabase;
 use queuebox_tests::inbox::wait_each_stored_once;
 use queuebox_tests::process::{Launch, QueueBox};
@@ -565,7 +566,11 @@ async fn stream_messages_are_stored_once_each_and_bad_ones_kept_dead() {
         .iter()
         .find(|r| r.2.as_deref() == Some("agg-h"))
         .expect("the row keyed by its digest");
-    assert_eq!(digest.0.len(), 64, "the SHA-256 of the body: {rows:?}");
+    assert_eq!(
+        digest.0,
+        digest_key(br#"{"other":2}"#),
+        "the SHA-256 of the body: {rows:?}"
+    );
     let xml = row("xml-1");
     assert_eq!(xml.3, "dead", "not JSON: a dead row under its Nats-Msg-Id");
     assert!(
@@ -578,6 +583,23 @@ async fn stream_messages_are_stored_once_each_and_bad_ones_kept_dead() {
         rows.iter().all(|r| r.0 != "elsewhere"),
         "the filter subject holds"
     );
+    js.delete(&name).await;
+    service.stop().await;
+}
+
+#[tokio::test]
+async fn unkeyed_messages_get_digest_keys_and_raw_payloads() {
+    let js = Js::connect().await;
+    let name = unique("forms");
+    js.stream(&name).await;
+    let subject = format!("{name}.orders.created");
+    for (i, body) in UNKEYED.iter().enumerate() {
+        let pairs: &[(&str, &str)] = if i == 0 { &[("x-text", "acme")] } else { &[] };
+        js.publish(subject.clone(), headers(pairs), body).await;
+    }
+    let service = Service::start(&source(&name, &nats_url(), "")).await;
+    let stored = check_unkeyed_rows(&service.sql, "orders-stream", WAIT).await;
+    assert_eq!(stored["x-text"], "acme", "{stored}");
     js.delete(&name).await;
     service.stop().await;
 }

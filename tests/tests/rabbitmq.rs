@@ -6,8 +6,9 @@ use lapin::options::{
     BasicGetOptions, BasicPublishOptions, ExchangeDeclareOptions, QueueBindOptions,
     QueueDeclareOptions, QueueDeleteOptions,
 };
-use lapin::types::{AMQPValue, FieldTable};
+use lapin::types::{AMQPValue, ByteArray, FieldArray, FieldTable, LongString};
 use lapin::{BasicProperties, Channel, Connection, ConnectionProperties, ExchangeKind};
+use queuebox_tests::broker_forms::{BINARY_HEADER, UNKEYED, check_unkeyed_rows, digest_key};
 use queuebox_tests::database::TestDatabase;
 use queuebox_tests::inbox::wait_each_stored_once;
 use queuebox_tests::process::{Launch, QueueBox};
@@ -517,6 +518,15 @@ async fn ready(port: u16) -> (u16, String) {
     (status, response.text().await.expect("text"))
 }
 
+/// A queue of its own (named after `prefix`) and a service whose source `orders-queue` reads it.
+async fn queue_with_source(prefix: &str) -> (Amqp, String, Service) {
+    let amqp = Amqp::connect().await;
+    let queue = unique(prefix);
+    amqp.queue(&queue).await;
+    let service = Service::start(&source(&queue, &amqp_url(), "")).await;
+    (amqp, queue, service)
+}
+
 /// A message to publish: body, AMQP message id, headers.
 type Case<'a> = (&'a [u8], Option<&'a str>, &'a [(&'a str, &'a str)]);
 
@@ -532,10 +542,7 @@ type StoredRow = (
 #[tokio::test]
 async fn queue_messages_are_stored_once_each_and_bad_ones_kept_dead() {
     let _broker = BROKER.read().await;
-    let amqp = Amqp::connect().await;
-    let queue = unique("q-source");
-    amqp.queue(&queue).await;
-    let service = Service::start(&source(&queue, &amqp_url(), "")).await;
+    let (amqp, queue, service) = queue_with_source("q-source").await;
     wait_until("the source to consume", WAIT, || async {
         let (status, body) = ready(service.port).await;
         (status == 200 && body.contains("rabbitmq.orders-queue")).then_some(())
@@ -602,7 +609,11 @@ async fn queue_messages_are_stored_once_each_and_bad_ones_kept_dead() {
         .iter()
         .find(|r| r.2.as_deref() == Some("agg-h"))
         .expect("the row keyed by its digest");
-    assert_eq!(digest.0.len(), 64, "the SHA-256 of the body: {rows:?}");
+    assert_eq!(
+        digest.0,
+        digest_key(br#"{"other":2}"#),
+        "the SHA-256 of the body: {rows:?}"
+    );
     let xml = row("xml-1");
     assert_eq!(
         xml.3, "dead",
@@ -619,14 +630,133 @@ async fn queue_messages_are_stored_once_each_and_bad_ones_kept_dead() {
         .find(|r| r.4.as_deref().is_some_and(|e| e.contains("at most 255")))
         .unwrap_or_else(|| panic!("no dead row for the long key: {rows:?}"));
     assert_eq!(too_long.3, "dead");
-    assert_eq!(too_long.0.len(), 64, "its key gives way to the digest");
+    assert_eq!(
+        too_long.0,
+        digest_key(long_key.as_bytes()),
+        "its key gives way to the digest"
+    );
     let dead_payload: String = sqlx::query_scalar(
-        "SELECT payload #>> '{}' FROM inbox WHERE state = 'dead' AND idempotency_key = 'xml-1'",
+        "SELECT payload ->> 'raw' FROM inbox WHERE state = 'dead' AND idempotency_key = 'xml-1'",
     )
     .fetch_one(&service.sql)
     .await
     .expect("dead payload");
     assert_eq!(dead_payload, "<order id='7'/>", "the received text is kept");
+    amqp.delete_queue(&queue).await;
+    service.stop().await;
+}
+
+#[tokio::test]
+async fn unkeyed_messages_get_digest_keys_and_raw_payloads_and_binary_and_table_headers_are_kept() {
+    let _broker = BROKER.read().await;
+    let (amqp, queue, service) = queue_with_source("q-forms").await;
+    let mut death = FieldTable::default();
+    death.insert("count".into(), AMQPValue::LongLongInt(2));
+    death.insert("queue".into(), AMQPValue::LongString("orders".into()));
+    death.insert("redelivered".into(), AMQPValue::Boolean(false));
+    death.insert(
+        "blob".into(),
+        AMQPValue::ByteArray(ByteArray::from(BINARY_HEADER.0.to_vec())),
+    );
+    let mut deaths = FieldArray::default();
+    deaths.push(AMQPValue::FieldTable(death));
+    let mut tags = FieldArray::default();
+    tags.push(AMQPValue::LongString("a".into()));
+    tags.push(AMQPValue::LongInt(2));
+    let mut headers = FieldTable::default();
+    headers.insert("x-death".into(), AMQPValue::FieldArray(deaths));
+    headers.insert("x-tags".into(), AMQPValue::FieldArray(tags));
+    headers.insert(
+        "x-bytes".into(),
+        AMQPValue::ByteArray(ByteArray::from(BINARY_HEADER.0.to_vec())),
+    );
+    headers.insert(
+        "x-long-string".into(),
+        AMQPValue::LongString(LongString::from(BINARY_HEADER.0.to_vec())),
+    );
+    headers.insert("x-text".into(), AMQPValue::LongString("acme".into()));
+    for (i, body) in UNKEYED.iter().enumerate() {
+        let properties = if i == 0 {
+            BasicProperties::default().with_headers(headers.clone())
+        } else {
+            BasicProperties::default()
+        };
+        amqp.publish(&queue, body, properties).await;
+    }
+    let stored = check_unkeyed_rows(&service.sql, "orders-queue", WAIT).await;
+    assert_eq!(stored["x-text"], "acme", "{stored}");
+    assert_eq!(stored["x-bytes"], BINARY_HEADER.1, "{stored}");
+    assert_eq!(stored["x-long-string"], BINARY_HEADER.1, "{stored}");
+    assert_eq!(
+        stored["x-tags"], r#"["a",2]"#,
+        "an array as JSON text: {stored}"
+    );
+    let death: serde_json::Value =
+        serde_json::from_str(stored["x-death"].as_str().expect("x-death is text")).expect("JSON");
+    assert_eq!(
+        death,
+        serde_json::json!([{
+            "blob": BINARY_HEADER.1,
+            "count": 2,
+            "queue": "orders",
+            "redelivered": false
+        }]),
+        "a table as JSON text: {stored}"
+    );
+    amqp.delete_queue(&queue).await;
+    service.stop().await;
+}
+
+/// A message keyed `.0` with the headers `.1` and the AMQP `correlation_id` property `.2`.
+type CorrelationCase<'a> = (&'a str, &'a [(&'a str, &'a str)], Option<&'a str>);
+
+#[tokio::test]
+async fn the_correlation_id_comes_from_the_header_then_the_amqp_property_then_a_new_uuid() {
+    let _broker = BROKER.read().await;
+    let (amqp, queue, service) = queue_with_source("q-correlation").await;
+    let cases: [CorrelationCase<'_>; 4] = [
+        (
+            "c-both",
+            &[("X-Correlation-Id", "from-header")],
+            Some("from-property"),
+        ),
+        (
+            "c-lower",
+            &[("x-correlation-id", "lower-header")],
+            Some("from-property"),
+        ),
+        ("c-property", &[], Some("from-property")),
+        ("c-none", &[], None),
+    ];
+    for (key, headers, correlation) in cases {
+        let mut properties = props(None, headers);
+        if let Some(correlation) = correlation {
+            properties = properties.with_correlation_id(correlation.into());
+        }
+        let body = format!(r#"{{"messageId":"{key}"}}"#);
+        amqp.publish(&queue, body.as_bytes(), properties).await;
+    }
+    let rows: Vec<(String, Option<String>)> = wait_until("four rows", WAIT, || async {
+        let rows: Vec<(String, Option<String>)> = sqlx::query_as(
+            "SELECT idempotency_key, correlation_id FROM inbox WHERE source = 'orders-queue'",
+        )
+        .fetch_all(&service.sql)
+        .await
+        .expect("rows");
+        (rows.len() == 4).then_some(rows)
+    })
+    .await;
+    let correlation = |key: &str| {
+        rows.iter()
+            .find(|row| row.0 == key)
+            .and_then(|row| row.1.clone())
+            .unwrap_or_else(|| panic!("no correlation id for {key}: {rows:?}"))
+    };
+    assert_eq!(correlation("c-both"), "from-header");
+    assert_eq!(correlation("c-lower"), "lower-header");
+    assert_eq!(correlation("c-property"), "from-property");
+    let generated = correlation("c-none");
+    assert!(Uuid::parse_str(&generated).is_ok(), "{generated}");
     amqp.delete_queue(&queue).await;
     service.stop().await;
 }

@@ -5,6 +5,7 @@
 use crate::pool::Pool;
 use crate::statements::Statements;
 use async_trait::async_trait;
+use queuebox_domain::inbox::dead_letter::dead_payload;
 use queuebox_ports::inbox::{InboxStore, InsertManyError, NewInboxMessage, Stored};
 use queuebox_ports::outbox::StoreError;
 use serde_json::value::RawValue;
@@ -36,8 +37,8 @@ fn state_of(message: &NewInboxMessage) -> (&'static str, Option<&str>) {
     }
 }
 
-/// The payload as JSON. A dead row's payload may not be JSON: then it is kept as a JSON string of
-/// the received text; a pending row's must be.
+/// The payload as JSON. A dead row's payload may not be JSON: then it is kept in the form the
+/// pipeline gives such a body (`{"raw": ...}`, see [`dead_payload`]); a pending row's must be.
 fn payload_of(message: &NewInboxMessage) -> Result<Box<RawValue>, StoreError> {
     match RawValue::from_string(message.payload.clone()) {
         Ok(payload) => Ok(payload),
@@ -45,9 +46,11 @@ fn payload_of(message: &NewInboxMessage) -> Result<Box<RawValue>, StoreError> {
             operation: "insert",
             reason: format!("the payload is not JSON: {e}"),
         }),
-        Err(_) => serde_json::value::to_raw_value(&message.payload).map_err(|e| StoreError {
-            operation: "insert",
-            reason: format!("the payload could not be kept as JSON text: {e}"),
+        Err(_) => RawValue::from_string(dead_payload(message.payload.as_bytes()).0).map_err(|e| {
+            StoreError {
+                operation: "insert",
+                reason: format!("the payload could not be kept as JSON text: {e}"),
+            }
         }),
     }
 }

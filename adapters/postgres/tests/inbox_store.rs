@@ -167,7 +167,7 @@ async fn a_row_refused_at_receipt_is_stored_dead_with_its_reason() {
     // A transform that said `Dead`: the original JSON payload is kept.
     let mut rejected = message("rabbit", "rejected");
     rejected.dead_reason = Some("Transform failed: boom".into());
-    // A broker message that is not JSON: its text is kept as a JSON string.
+    // A broker message that is not JSON: its text is kept under `raw`.
     let mut not_json = message("rabbit", "bad");
     not_json.payload = "<xml/>".into();
     not_json.dead_reason = Some("Invalid JSON".into());
@@ -203,7 +203,7 @@ async fn a_row_refused_at_receipt_is_stored_dead_with_its_reason() {
     assert_eq!(rows[0].0, "bad");
     assert_eq!(rows[0].1, "dead");
     assert_eq!(rows[0].2.as_deref(), Some("Invalid JSON"));
-    assert_eq!(rows[0].3, r#""<xml/>""#);
+    assert_eq!(rows[0].3, r#"{"raw": "<xml/>"}"#);
     assert_eq!(rows[1].0, "rejected");
     assert_eq!(rows[1].1, "dead");
     assert_eq!(rows[1].2.as_deref(), Some("Transform failed: boom"));

@@ -170,8 +170,11 @@ impl IngestPipeline {
             return Ingested::early(IngestOutcome::Filtered);
         }
 
+        // The header first, then the broker's own property (page 26), then a new id.
         let correlation = correlation_id(
-            header_value(&received.headers, CORRELATION_ID_HEADER),
+            header_value(&received.headers, CORRELATION_ID_HEADER)
+                .into_iter()
+                .chain(received.correlation_id.as_deref()),
             || uuid::Uuid::new_v4().to_string(),
         );
         let outcome = self.store_message(spec, received, &correlation).await;

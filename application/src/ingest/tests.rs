@@ -630,9 +630,9 @@ mod unstorable {
         }
         assert_eq!(
             rows[0].dead_reason.as_deref(),
-            Some("Invalid JSON (payload kept as a JSON string of the received text)")
+            Some(r#"Invalid JSON (payload kept as the received text in {"raw": ...})"#)
         );
-        assert_eq!(rows[0].payload, r#""<not json/>""#);
+        assert_eq!(rows[0].payload, r#"{"raw":"<not json/>"}"#);
         assert!(
             rows[1].payload.starts_with(r#"{"base64":"#),
             "{}",

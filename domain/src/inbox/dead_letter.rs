@@ -6,18 +6,24 @@ use base64::engine::general_purpose::STANDARD;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-/// The SHA-256 digest of `body` as lower-case hex: the idempotency key of last resort of a broker
-/// message, the same for every redelivery of the same bytes.
+/// What a key made from the body's digest starts with, so a reader can tell it from a key the
+/// sender chose.
+pub const DIGEST_KEY_PREFIX: &str = "sha256:";
+
+/// The idempotency key of last resort of a broker message: [`DIGEST_KEY_PREFIX`] and the SHA-256
+/// digest of `body` as lower-case hex (71 characters in all), the same for every redelivery of the
+/// same bytes.
 pub fn body_digest(body: &[u8]) -> String {
-    hex::encode(Sha256::digest(body))
+    format!("{DIGEST_KEY_PREFIX}{}", hex::encode(Sha256::digest(body)))
 }
 
 /// The payload of a dead row for the received `body`, as JSON text the table holds, and how it
 /// was kept when not as received (for the row's `last_error`):
 /// - a JSON document without U+0000: as received;
-/// - other UTF-8 text without U+0000 (not JSON, or JSON holding `\u0000` escapes): a JSON string
-///   of the text, character for character;
-/// - anything else (bytes that are not UTF-8, a raw U+0000): `{"base64": "..."}` of the bytes.
+/// - other UTF-8 text without U+0000 (not JSON, or JSON holding `\u0000` escapes): an object
+///   whose one member `raw` holds the text, character for character;
+/// - anything else (bytes that are not UTF-8, a raw U+0000): `{"base64": "..."}` of the bytes,
+///   because a JSON string cannot carry them.
 ///
 /// Each form gives the received bytes back exactly.
 pub fn dead_payload(body: &[u8]) -> (String, Option<&'static str>) {
@@ -29,9 +35,10 @@ pub fn dead_payload(body: &[u8]) -> (String, Option<&'static str>) {
         if storable_json {
             return (text.to_owned(), None);
         }
+        let wrapped = serde_json::json!({ "raw": text });
         return (
-            Value::String(text.to_owned()).to_string(),
-            Some("a JSON string of the received text"),
+            wrapped.to_string(),
+            Some("the received text in {\"raw\": ...}"),
         );
     }
     let wrapped = serde_json::json!({ "base64": STANDARD.encode(body) });
@@ -55,13 +62,13 @@ mod tests {
     }
 
     #[test]
-    fn text_that_is_not_json_or_holds_an_escaped_nul_becomes_a_json_string() {
+    fn text_that_is_not_json_or_holds_an_escaped_nul_is_kept_under_raw() {
         let (payload, how) = dead_payload(b"not json");
-        assert_eq!(payload, r#""not json""#);
-        assert!(how.is_some());
+        assert_eq!(payload, r#"{"raw":"not json"}"#);
+        assert!(how.unwrap().contains("raw"));
         let (payload, _) = dead_payload(br#"{"a":"\u0000"}"#);
-        let back: String = serde_json::from_str(&payload).unwrap();
-        assert_eq!(back, r#"{"a":"\u0000"}"#);
+        let back: Value = serde_json::from_str(&payload).unwrap();
+        assert_eq!(back["raw"], r#"{"a":"\u0000"}"#);
         assert!(!payload.contains("\\u0000") || payload.contains("\\\\u0000"));
     }
 
@@ -79,10 +86,10 @@ mod tests {
     }
 
     #[test]
-    fn the_digest_is_stable_hex() {
+    fn the_digest_key_is_the_prefix_and_lower_case_hex() {
         assert_eq!(
             body_digest(b"abc"),
-            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+            "sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
         );
     }
 }

@@ -1,5 +1,21 @@
 //! Which received headers an inbox row keeps in its `headers` column.
 
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD;
+
+/// What a header value kept as Base64 starts with.
+pub const BASE64_VALUE_PREFIX: &str = "base64:";
+
+/// A received header value of raw bytes as the text the inbox stores: the bytes themselves when
+/// they are UTF-8 without U+0000 (which the `headers` column cannot hold), otherwise
+/// [`BASE64_VALUE_PREFIX`] and the standard Base64 (with padding) of the bytes, so nothing is lost.
+pub fn header_text(value: &[u8]) -> String {
+    match std::str::from_utf8(value) {
+        Ok(text) if !text.contains('\0') => text.to_owned(),
+        _ => format!("{BASE64_VALUE_PREFIX}{}", STANDARD.encode(value)),
+    }
+}
+
 /// Headers that carry credentials whatever the source's auth block says; never stored.
 const ALWAYS_WITHHELD: [&str; 3] = ["Authorization", "Proxy-Authorization", "Cookie"];
 
@@ -38,6 +54,15 @@ pub fn stored_headers(
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn utf8_values_are_kept_and_other_bytes_become_prefixed_base64() {
+        assert_eq!(super::header_text(b"acme"), "acme");
+        assert_eq!(super::header_text("é".as_bytes()), "é");
+        assert_eq!(super::header_text(b""), "");
+        assert_eq!(super::header_text(&[0xff, 0xfe, 0x00]), "base64://4A");
+        assert_eq!(super::header_text(b"a\0b"), "base64:YQBi");
+    }
+
     use super::*;
 
     fn pairs(list: &[(&str, &str)]) -> Vec<(String, String)> {

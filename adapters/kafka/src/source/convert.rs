@@ -1,12 +1,13 @@
 //! A Kafka record as the ingest pipeline receives it.
 //!
-//! Headers: each record header whose value is UTF-8 text becomes one `(name, value)` pair, in
-//! record order (a repeated name once per value); a header with no value or a binary value is
-//! left out, because the pipeline reads headers as text (attribute headers, filters, stored
-//! headers). The body is the record value as it is (no value reads as an empty body, which the
+//! Headers: each record header with a value becomes one `(name, value)` pair, in record order (a
+//! repeated name once per value): the value itself when it is UTF-8 text, otherwise `base64:` and
+//! the Base64 of its bytes (`header_text`), because the pipeline reads headers as text (attribute
+//! headers, filters, stored headers). A header with no value is left out. The body is the record value as it is (no value reads as an empty body, which the
 //! pipeline stores as a dead row). The record key, when it is UTF-8 text, is the third choice of
 //! idempotency key and the last of aggregate id (page 08); a binary key is not used.
 
+use queuebox_domain::inbox::headers::header_text;
 use queuebox_ports::ingest::Received;
 use rdkafka::Message;
 use rdkafka::message::{Headers, OwnedMessage};
@@ -17,9 +18,7 @@ pub(crate) fn received(record: &OwnedMessage) -> Received {
     if let Some(record_headers) = record.headers() {
         for header in record_headers.iter() {
             let Some(value) = header.value else { continue };
-            if let Ok(text) = std::str::from_utf8(value) {
-                headers.push((header.key.to_owned(), text.to_owned()));
-            }
+            headers.push((header.key.to_owned(), header_text(value)));
         }
     }
     let record_key = record
@@ -32,6 +31,7 @@ pub(crate) fn received(record: &OwnedMessage) -> Received {
         body: record.payload().map(<[u8]>::to_vec).unwrap_or_default(),
         message_id: None,
         record_key,
+        correlation_id: None,
     }
 }
 
@@ -55,7 +55,7 @@ mod tests {
     }
 
     #[test]
-    fn text_headers_key_and_body_are_kept() {
+    fn headers_as_text_or_base64_key_and_body_are_kept() {
         let headers = OwnedHeaders::new()
             .insert(Header {
                 key: "x-idempotency-key",
@@ -84,6 +84,7 @@ mod tests {
                 ("x-idempotency-key".to_owned(), "k-1".to_owned()),
                 ("x-tag".to_owned(), "a".to_owned()),
                 ("x-tag".to_owned(), "b".to_owned()),
+                ("x-binary".to_owned(), "base64://4=".to_owned()),
             ]
         );
         assert_eq!(received.record_key.as_deref(), Some("cust-1"));
