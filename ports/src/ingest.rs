@@ -151,4 +151,15 @@ pub trait Ingest: Send + Sync {
     /// An implementation MUST NOT fail: every problem is an [`IngestOutcome`], so the adapter
     /// always has an answer to give.
     async fn ingest(&self, source: &str, received: Received) -> Ingested;
+
+    /// The idempotency key [`Ingest::ingest`] would store `received` under at `source`, read
+    /// without storing anything; `None` when the implementation cannot tell (an HTTP source, an
+    /// unknown source, or an implementation that does not look).
+    ///
+    /// A source adapter that stores messages side by side uses it to store two messages of one
+    /// key in the order the broker gave them, so the first is the one kept. The answer only
+    /// orders stores; [`Ingest::ingest`] still decides the stored key.
+    fn idempotency_key(&self, _source: &str, _received: &Received) -> Option<String> {
+        None
+    }
 }

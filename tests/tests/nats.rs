@@ -605,6 +605,43 @@ async fn unkeyed_messages_get_digest_keys_and_raw_payloads() {
 }
 
 #[tokio::test]
+async fn of_two_messages_with_one_key_the_first_in_the_stream_is_kept() {
+    const PAIRS: usize = 300;
+    let js = Js::connect().await;
+    let name = unique("first");
+    js.stream(&name).await;
+    let subject = format!("{name}.orders.created");
+    // Published before the source starts, so its pulls bring whole batches holding both copies.
+    for i in 0..PAIRS {
+        for copy in ["first", "second"] {
+            let body = format!(r#"{{"messageId":"k-{i}","copy":"{copy}"}}"#);
+            js.publish(subject.clone(), headers(&[]), body.as_bytes())
+                .await;
+        }
+    }
+    let service = Service::start(&source(&name, &nats_url(), "")).await;
+    wait_until("every message handled", WAIT, || async {
+        let rows = service.count("SELECT count(*) FROM inbox").await;
+        let backlog = js.consumer_backlog(&name, "queuebox-orders").await;
+        (rows == PAIRS as i64 && backlog == (0, 0)).then_some(())
+    })
+    .await;
+    let later: Vec<String> = sqlx::query_scalar(
+        "SELECT idempotency_key FROM inbox WHERE payload ->> 'copy' <> 'first' ORDER BY 1",
+    )
+    .fetch_all(&service.sql)
+    .await
+    .expect("rows");
+    assert!(
+        later.is_empty(),
+        "{} of {PAIRS} keys kept the later message: {later:?}",
+        later.len()
+    );
+    js.delete(&name).await;
+    service.stop().await;
+}
+
+#[tokio::test]
 async fn a_missing_stream_shows_in_health_naming_it_until_it_exists() {
     let js = Js::connect().await;
     let name = unique("missing");

@@ -481,4 +481,21 @@ impl Ingest for IngestPipeline {
             }
         }
     }
+
+    /// A broker source's key in the order of page 08: the same choice as the store's, over a body
+    /// parsed once more (a body that does not parse gives the key it would be kept dead under).
+    fn idempotency_key(&self, source: &str, received: &Received) -> Option<String> {
+        let spec = &self.sources.get(source)?.spec;
+        let IngestKind::Broker(attribute_headers) = &spec.kind else {
+            return None;
+        };
+        let from_path = body::parse(&received.body)
+            .ok()
+            .and_then(|document| spec.idempotency_key_path.text(&document));
+        Some(attributes::broker_key(
+            attribute_headers,
+            received,
+            from_path,
+        ))
+    }
 }

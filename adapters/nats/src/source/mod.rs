@@ -5,13 +5,15 @@
 //! `setup` for why the consumer but never the stream), and pulls up to `batchSize` messages at a
 //! time. Each message becomes a [`Received`](queuebox_ports::ingest::Received) (headers as pairs,
 //! `Nats-Msg-Id` as the broker's message id) handed to [`Ingest::ingest`]; at most `batchSize`
-//! are in the pipeline at once, and each is settled once its outcome is known (see `settle`):
+//! are in the pipeline at once, two of one idempotency key one after the other in stream order
+//! (see `order`), and each is settled once its outcome is known (see `settle`):
 //! the acknowledgement always follows the committed row, so a crash in between lets JetStream
 //! redeliver the message after `ackWaitMs`, and the idempotency key turns the copy into a
 //! duplicate.
 
 mod health;
 mod options;
+mod order;
 mod settle;
 mod setup;
 
@@ -28,7 +30,8 @@ use crate::headers::received;
 use async_nats::jetstream::AckKind;
 use async_nats::jetstream::consumer::pull::MessagesErrorKind;
 use futures::StreamExt;
-use queuebox_ports::ingest::Ingest;
+use order::{KeyOrder, Turn};
+use queuebox_ports::ingest::{Ingest, Received};
 use settle::{Settlement, settlement};
 use setup::{Setup, SetupSettings};
 use std::future::Future;
@@ -276,6 +279,8 @@ impl NatsSource {
         mut stop: std::pin::Pin<&mut impl Future<Output = ()>>,
         tasks: &mut JoinSet<()>,
     ) -> SessionEnd {
+        // Per session: a message JetStream delivers again after a break is read anew.
+        let mut order = KeyOrder::new(usize::try_from(self.batch_size).unwrap_or(usize::MAX));
         loop {
             // A permit first, so no more than `batchSize` messages are in the pipeline.
             let permit = tokio::select! {
@@ -298,8 +303,11 @@ impl NatsSource {
             match next {
                 Some(Ok(message)) => {
                     let shared = Arc::clone(&self.shared);
+                    let input = received(message.headers.as_ref(), &message.payload);
+                    // Taken here, in stream order, so a later message of the same key waits.
+                    let turn = order.turn(shared.ingest.idempotency_key(&shared.source, &input));
                     tasks.spawn(async move {
-                        handle(&shared, message).await;
+                        handle(&shared, message, input, turn).await;
                         drop(permit);
                     });
                 }
@@ -322,9 +330,15 @@ impl NatsSource {
     }
 }
 
-/// Runs one message through the pipeline and settles it.
-async fn handle(shared: &Shared, message: async_nats::jetstream::Message) {
-    let input = received(message.headers.as_ref(), &message.payload);
+/// Runs one message through the pipeline once the earlier messages of its key are done, and
+/// settles it; `turn` ends (letting the next message of the key go) when this returns.
+async fn handle(
+    shared: &Shared,
+    message: async_nats::jetstream::Message,
+    input: Received,
+    mut turn: Turn,
+) {
+    turn.wait().await;
     let ingested = shared.ingest.ingest(&shared.source, input).await;
     let (kind, what) = match settlement(&ingested.outcome) {
         Settlement::Ack => {
