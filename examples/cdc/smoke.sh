@@ -216,7 +216,7 @@ insert_and_expect() {
 
 # Fails for a row that did not arrive in time, saying what capture saw. When the owner (OWNER_PORT)
 # read the insert and woke delivery but the row is still pending, the claims that followed the
-# wake-up missed the commit (QueueBox retries them for 100 ms, see docs/capture.md).
+# wake-up missed the commit (QueueBox retries them for 100 ms, see docs/concepts/capture.md).
 not_delivered() {
   local marker=$1 path=$2 state reads wakes why=""
   state=$(sql_value "SELECT state FROM outbox WHERE payload->>'marker' = '$marker'")
@@ -225,7 +225,7 @@ not_delivered() {
     wakes=$(metric "$OWNER_PORT" 'queuebox_capture_wakes_total{origin="log"}')
     why="; the owner has read $reads inserts from the log and woken delivery $wakes times for them"
     if [ "$state" = pending ] && [ "$reads" -ge "$CAPTURE_READS_EXPECTED" ]; then
-      why="$why, yet the row is still pending: the claims after the wake-up did not see the commit (QueueBox retries them for 100 ms; docs/capture.md), and the next claim comes with the 60 s reconciliation pass"
+      why="$why, yet the row is still pending: the claims after the wake-up did not see the commit (QueueBox retries them for 100 ms; docs/concepts/capture.md), and the next claim comes with the 60 s reconciliation pass"
     fi
   fi
   fail "row $marker was not delivered${path:+ at $path} within ${DELIVERY_DEADLINE_MS} ms of its insert (row state: ${state:-missing})$why"

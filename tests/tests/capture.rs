@@ -735,7 +735,7 @@ async fn each_reconciliation_fault_stops_capture_and_delivery_goes_on() {
     let running = world.start(&polling).await;
     let error = running.wait_capture_down("is gone").await;
     assert!(error.contains(&world.slot), "{error}");
-    assert!(error.contains("docs/capture.md"), "{error}");
+    assert!(error.contains("docs/concepts/capture.md"), "{error}");
     // A fault that needs a decision is not retried.
     tokio::time::sleep(Duration::from_millis(1_500)).await;
     assert_eq!(log_count(&running.qb, "capture stopped;"), 1);

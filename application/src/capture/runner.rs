@@ -382,7 +382,7 @@ impl CaptureRunner {
         let from = match reconcile(recorded.as_ref(), &files, scope, slot.is_some()) {
             Plan::Stop(fault) => {
                 return Err(Ended::NeedsDecision(format!(
-                    "{fault} (identity {identity}, slot {}, state directory {}; the recovery steps are in docs/capture.md)",
+                    "{fault} (identity {identity}, slot {}, state directory {}; the recovery steps are in docs/concepts/capture.md)",
                     scope.slot,
                     self.files.dir().display()
                 )));
