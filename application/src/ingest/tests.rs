@@ -307,6 +307,37 @@ async fn a_missing_correlation_id_is_generated_as_a_uuid() {
 }
 
 #[tokio::test]
+async fn the_brokers_own_correlation_id_comes_after_the_header_and_before_a_new_one() {
+    let store = Arc::new(MemoryInbox::default());
+    let p = pipeline(Arc::clone(&store), vec![source("s")]);
+    let cases = [
+        (
+            &[("X-Correlation-Id", "from-header")][..],
+            "1",
+            "from-header",
+        ),
+        (&[("X-Correlation-Id", "\r\n")][..], "2", "from-property"),
+        (&[][..], "3", "from-property"),
+    ];
+    for (headers, id, expected) in cases {
+        let mut message = received(headers, &format!(r#"{{"id":"{id}"}}"#));
+        message.correlation_id = Some("from-property".into());
+        let result = p.ingest("s", message).await;
+        assert_eq!(result.correlation_id.as_deref(), Some(expected), "{id}");
+    }
+    let rows = store.rows.lock().unwrap();
+    let stored: Vec<_> = rows.iter().map(|r| r.correlation_id.as_deref()).collect();
+    assert_eq!(
+        stored,
+        [
+            Some("from-header"),
+            Some("from-property"),
+            Some("from-property")
+        ]
+    );
+}
+
+#[tokio::test]
 async fn the_rate_limit_refuses_with_a_wait() {
     let store = Arc::new(MemoryInbox::default());
     let mut spec = source("s");
