@@ -56,14 +56,31 @@ impl Handler for ReplayRoute {
 
 /// The filter fields of the request; anything else in the object is ignored.
 fn filter(fields: &Map<String, Value>) -> Result<ReplayFilter, String> {
+    let topic: Option<String> = field(fields, "topic")?;
+    let topics: Option<Vec<String>> = field(fields, "topics")?;
+    // The topic filters become query values, which PostgreSQL refuses when they hold U+0000 (and
+    // no stored topic can hold it): the caller's mistake, named, rather than a failed store.
+    if topic.as_deref().is_some_and(holds_nul) {
+        return Err(format!("topic: {NUL_REFUSED}"));
+    }
+    if topics.iter().flatten().any(|topic| holds_nul(topic)) {
+        return Err(format!("topics: {NUL_REFUSED}"));
+    }
     Ok(ReplayFilter {
         ids: field(fields, "ids")?,
-        topic: field(fields, "topic")?,
-        topics: field(fields, "topics")?,
+        topic,
+        topics,
         destination: field(fields, "destination")?,
         created_after: field(fields, "createdAfter")?,
         created_before: field(fields, "createdBefore")?,
     })
+}
+
+/// Why a topic filter holding U+0000 is refused.
+const NUL_REFUSED: &str = "must not hold the character U+0000";
+
+fn holds_nul(text: &str) -> bool {
+    text.contains('\0')
 }
 
 #[cfg(test)]
@@ -105,6 +122,10 @@ mod tests {
             (r#"{"topics":"a"}"#, "topics"),
             (r#"{"createdAfter":"yesterday"}"#, "createdAfter"),
             (r#"{"createdBefore":17}"#, "createdBefore"),
+            // No outbox topic can hold U+0000 (PostgreSQL text cannot), and the database refuses
+            // it as a query value: a 400, never the 500 of a failed store.
+            (r#"{"topic":"a\u0000b"}"#, "topic"),
+            (r#"{"topics":["ok","\u0000"]}"#, "topics"),
         ] {
             let error = read(text).expect_err(text);
             assert!(error.starts_with(&format!("{name}: ")), "{text}: {error}");
