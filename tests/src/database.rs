@@ -12,6 +12,21 @@ pub fn server_url() -> String {
     })
 }
 
+/// The capture account `scripts/services.sh` creates (REPLICATION, nothing else), from
+/// `QB_TEST_PG_CAPTURE_ACCOUNT` (`user:password`).
+pub fn capture_account() -> (String, String) {
+    let account = std::env::var("QB_TEST_PG_CAPTURE_ACCOUNT").unwrap_or_else(|_| {
+        panic!(
+            "QB_TEST_PG_CAPTURE_ACCOUNT is not set: start the services first with \
+             `eval \"$(bash scripts/services.sh)\"`"
+        )
+    });
+    let (user, password) = account
+        .split_once(':')
+        .expect("QB_TEST_PG_CAPTURE_ACCOUNT is user:password");
+    (user.to_owned(), password.to_owned())
+}
+
 /// A database created for one test.
 pub struct TestDatabase {
     /// The database name.

@@ -5,7 +5,7 @@
 //! Each test has its own database and its own slot (slots are per server); the slot is dropped
 //! before the database, since a slot keeps its database from being dropped.
 
-use queuebox_tests::database::{TestDatabase, drop_replication_slot};
+use queuebox_tests::database::{TestDatabase, capture_account, drop_replication_slot};
 use queuebox_tests::free_port;
 use queuebox_tests::process::{Launch, QueueBox};
 use queuebox_tests::receiver::{Policy, Receiver};
@@ -18,19 +18,6 @@ use uuid::Uuid;
 const START: Duration = Duration::from_secs(30);
 /// How long a woken delivery may take: far below the minute-long poll interval.
 const WOKEN: Duration = Duration::from_secs(3);
-/// The capture account `scripts/services.sh` creates (REPLICATION, nothing else).
-fn capture_account() -> (String, String) {
-    let account = std::env::var("QB_TEST_PG_CAPTURE_ACCOUNT").unwrap_or_else(|_| {
-        panic!(
-            "QB_TEST_PG_CAPTURE_ACCOUNT is not set: start the services first with \
-             `eval \"$(bash scripts/services.sh)\"`"
-        )
-    });
-    let (user, password) = account
-        .split_once(':')
-        .expect("QB_TEST_PG_CAPTURE_ACCOUNT is user:password");
-    (user.to_owned(), password.to_owned())
-}
 
 /// A database with the schema and the publication, a slot name, a state directory and a receiver.
 struct World {
