@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Evaluations a second of queuebox-jsonata beside jsonata-js 2.2.2 on the three
-# expressions of spec page 13 (JSON text in and out, compiled once,
+# representative transform expressions (envelope, order summary, redaction; JSON text in and out, compiled once,
 # single-threaded), in the same run: each implementation is run RUNS times,
 # alternately; every run prints the median of 3 rounds of N evaluations per
 # workload. Usage: bench/jsonata-js/compare.sh [N] [RUNS]   (defaults 100000, 3)

@@ -1,4 +1,5 @@
-//! Throughput of the three expressions of spec page 13 (transform payloads),
+//! Throughput of three representative transform expressions (an envelope with
+//! bindings, an order summary with `$sum`, a redaction with the transform operator),
 //! the way QueueBox runs a transform: compiled once; per evaluation the
 //! payload's JSON text is parsed, bindings are built, the expression is
 //! evaluated and the result is serialised back to JSON text. Single-threaded.

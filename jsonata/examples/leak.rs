@@ -1,4 +1,4 @@
-//! Leak check: evaluates the three expressions of spec page 13 (envelope with
+//! Leak check: evaluates three representative transform expressions (an envelope with
 //! bindings, order summary with `$sum`, redaction with the transform operator)
 //! ten million times in total, JSON text in and out (through `evaluate` and
 //! `evaluate_json` in turn), and prints the resident

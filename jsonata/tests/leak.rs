@@ -1,5 +1,5 @@
 //! Evaluating many times must not grow resident memory: after a warm-up, the
-//! three expressions of spec page 13 (envelope with bindings, order summary
+//! three representative transform expressions (an envelope with bindings, order summary
 //! with `$sum`, redaction with the transform operator) are evaluated many
 //! times (JSON text in and out, through `evaluate` and `evaluate_json` in
 //! turn) and VmRSS may grow by less than 2 MiB.

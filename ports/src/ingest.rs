@@ -15,7 +15,7 @@ pub struct Received {
     pub headers: Vec<(String, String)>,
     /// The body exactly as received (signatures are computed over these bytes).
     pub body: Vec<u8>,
-    /// The broker's own identifier of the message, the third choice of idempotency key (page 08):
+    /// The broker's own identifier of the message, the third choice of idempotency key (docs/how-to/bridge-*.md):
     /// the AMQP `messageId` property, or NATS's `Nats-Msg-Id` header. `None` for HTTP.
     pub message_id: Option<String>,
     /// The Kafka record key: the third choice of idempotency key and the last of aggregate id.

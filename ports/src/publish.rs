@@ -28,7 +28,7 @@ pub struct OutboundMessage {
     pub attempt: i32,
     /// The key rendered from the matched route's `routingKeyTemplate`, when the route sets one. A
     /// keyed destination (the RabbitMQ routing key, the Kafka record key) uses it as it is, even
-    /// empty, instead of its own template; the others ignore it (page 32).
+    /// empty, instead of its own template; the others ignore it (docs/reference/transforms-and-templates.md).
     pub route_key: Option<String>,
     /// The matched route's `routingKeyMissingFieldDefault` (empty when it sets none): what a
     /// RabbitMQ destination's own `routingKeyTemplate` puts for a missing field.

@@ -272,7 +272,7 @@ async fn outbox_rows_reach_the_stream_acknowledged_in_key_order_with_their_heade
         }
         // The route's routingKeyTemplate does not change the subject.
         assert_eq!(message.subject.as_str(), format!("{name}.order.created"));
-        // A row header named like a standard one travels as a second value (page 26).
+        // A row header named like a standard one travels as a second value (docs/reference/headers.md).
         assert_eq!(header(message, "x-topic"), ["order.created", "from-row"]);
         let body: serde_json::Value = serde_json::from_slice(&message.payload).expect("JSON");
         let n = body["n"].as_i64().expect("n");

@@ -4,7 +4,7 @@
 //! `x-attempt` (the row attempt, as decimal text); then the static `headers` of the destination
 //! and the row's `headers` column merged, a row header replacing a static header of the same name
 //! in any letter case. Kafka headers may repeat a name, so a row or static header spelled like a
-//! standard one travels beside it: the standard value is never removed (page 26).
+//! standard one travels beside it: the standard value is never removed (docs/reference/headers.md).
 
 use queuebox_domain::template::routing_key::KafkaKeyTemplate;
 use queuebox_domain::template::row::RowFields;

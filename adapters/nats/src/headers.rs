@@ -1,11 +1,11 @@
 //! The NATS headers of a published message, and the headers of a received one as the ingest
 //! pipeline reads them.
 //!
-//! Outbound, in order (page 26): the standard headers `x-message-id` (row id), `x-topic`,
+//! Outbound, in order (docs/reference/headers.md): the standard headers `x-message-id` (row id), `x-topic`,
 //! `x-attempt` and `x-message-key` (absent when the row has none); then the destination's static
 //! `headers`; then the row's `headers` column, a row header replacing a static one of the same
 //! name in any letter case. A NATS header holds several values, so a static or row header spelled
-//! like a standard one travels as a second value beside it, as page 26 warns. Beyond page 26,
+//! like a standard one travels as a second value beside it, as docs/reference/headers.md warns. Beyond that page,
 //! `Nats-Msg-Id` carries the row id, so JetStream's duplicate window drops the second copy of a
 //! publish that was retried because its acknowledgement was lost; a static or row header of that
 //! name is left out, since a second value would change which copy counts as the duplicate.
@@ -96,7 +96,7 @@ pub(crate) fn outbound(
 
 /// The [`Received`] of a message with `headers` and `payload`: one pair per header value (NATS
 /// keeps no order between names), and `message_id` from `Nats-Msg-Id`, the third choice of
-/// idempotency key (page 08).
+/// idempotency key (docs/how-to/bridge-*.md).
 pub(crate) fn received(headers: Option<&HeaderMap>, payload: &[u8]) -> Received {
     let mut pairs = Vec::new();
     let mut message_id = None;

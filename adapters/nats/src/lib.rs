@@ -23,7 +23,7 @@
 //! # Inbox source
 //!
 //! [`NatsSource`] reads one stream through a durable pull consumer into the
-//! [`queuebox_ports::ingest::Ingest`] port (page 08). It never creates the stream; it creates the
+//! [`queuebox_ports::ingest::Ingest`] port (docs/how-to/bridge-*.md). It never creates the stream; it creates the
 //! durable consumer when missing (see `source/setup.rs`). Each message is acknowledged after its
 //! row committed (or was a duplicate, filtered, or kept dead), negatively acknowledged when the
 //! store failed, and redelivered by JetStream after `ackWaitMs` when QueueBox died in between.

@@ -119,7 +119,7 @@ impl NatsPublisher {
             .map(|_| ())
     }
 
-    /// The subject of `message`. A route's `routingKeyTemplate` never changes it (page 08).
+    /// The subject of `message`. A route's `routingKeyTemplate` never changes it (docs/how-to/bridge-*.md).
     fn subject_of(&self, message: &OutboundMessage) -> Result<String, PublishError> {
         let row = RowFields::new(
             &message.topic,

@@ -160,7 +160,7 @@ impl RabbitmqPublisher {
             &message.payload,
         );
         let exchange = self.exchange.render(&row)?.into_owned();
-        // The matched route's own template wins, as it rendered, even empty (page 32).
+        // The matched route's own template wins, as it rendered, even empty (docs/reference/transforms-and-templates.md).
         let routing_key = match &message.route_key {
             Some(key) => key.clone(),
             None => self

@@ -1,7 +1,6 @@
 //! Where a received message's idempotency key, event type and aggregate id come from.
 //!
-//! An HTTP source reads them from the body alone. A broker source reads, in this order (page 08,
-//! page 26), with the header names of `attributeHeaders`:
+//! An HTTP source reads them from the body alone. A broker source reads, in this order (docs/reference/headers.md), with the header names of `attributeHeaders`:
 //! - idempotency key: its header, `idempotencyKeyPath`, the broker's own message id (the AMQP
 //!   `messageId`, NATS's `Nats-Msg-Id`) or the Kafka record key, then the SHA-256 of the body,
 //!   so a broker message always has one;

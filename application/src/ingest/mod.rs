@@ -71,7 +71,7 @@ pub enum IngestKind {
     Http,
     /// A RabbitMQ, Kafka or NATS source: the message is acknowledged whatever happens, so a
     /// refusal stores it as a dead row instead of losing it; the attributes also come from headers
-    /// and the broker's own identifiers (page 08).
+    /// and the broker's own identifiers (docs/how-to/bridge-*.md).
     Broker(AttributeHeaders),
 }
 
@@ -170,7 +170,7 @@ impl IngestPipeline {
             return Ingested::early(IngestOutcome::Filtered);
         }
 
-        // The header first, then the broker's own property (page 26), then a new id.
+        // The header first, then the broker's own property (docs/reference/headers.md), then a new id.
         let correlation = correlation_id(
             header_value(&received.headers, CORRELATION_ID_HEADER)
                 .into_iter()
@@ -367,7 +367,7 @@ impl IngestPipeline {
 
     /// A message whose content is refused: an HTTP source answers the refusal (the sender still
     /// holds the message); a broker source stores it as a dead row and the broker acknowledges it,
-    /// so it is kept and can never come back forever (page 08).
+    /// so it is kept and can never come back forever (docs/how-to/bridge-*.md).
     async fn refuse(
         &self,
         spec: &IngestSource,
@@ -379,7 +379,7 @@ impl IngestPipeline {
         match &spec.kind {
             IngestKind::Http => IngestOutcome::Rejected(rejection),
             IngestKind::Broker(attribute_headers) => {
-                // The key in the order of page 08, without the body's path (the body could not
+                // The key in the order docs/reference/headers.md gives, without the body's path (the body could not
                 // be read, or holds what the table cannot).
                 let row = Unkept {
                     idempotency_key: attributes::broker_key(attribute_headers, &received, None),
@@ -482,7 +482,7 @@ impl Ingest for IngestPipeline {
         }
     }
 
-    /// A broker source's key in the order of page 08: the same choice as the store's, over a body
+    /// A broker source's key in the order docs/reference/headers.md gives: the same choice as the store's, over a body
     /// parsed once more (a body that does not parse gives the key it would be kept dead under).
     fn idempotency_key(&self, source: &str, received: &Received) -> Option<String> {
         let spec = &self.sources.get(source)?.spec;

@@ -1,4 +1,5 @@
-//! Evaluations a second of the three expressions of spec page 13, compiled once, run the way the
+//! Evaluations a second of three representative transform expressions (envelope, order summary,
+//! redaction), compiled once, run the way the
 //! dispatcher runs a destination transform: per evaluation a delivery context is built (`$messageId`,
 //! `$topic`, `$attempt`, `$timestamp`), the compiled transform is applied to the payload's JSON text
 //! through the `Transformer` port on a single-threaded tokio runtime, and the result is taken as
@@ -14,7 +15,7 @@ use serde_json::json;
 use std::time::{Duration, Instant, SystemTime};
 use uuid::Uuid;
 
-/// (name, expression, payload JSON text): the expressions and payloads of page 13.
+/// (name, expression, payload JSON text): the three representative expressions and their payloads.
 const WORKLOADS: [(&str, &str, &str); 3] = [
     (
         "envelope",

@@ -87,7 +87,7 @@ impl KafkaKeyTemplate {
 mod tests {
     use super::*;
 
-    /// The six forms that page 32 pins, with `unknown` as the missing-field default. "any" in the
+    /// The six forms that docs/reference/transforms-and-templates.md pins, with `unknown` as the missing-field default. "any" in the
     /// page's table is a value the template does not read, so each row uses a deliberately
     /// unrelated one.
     #[test]

@@ -5,7 +5,7 @@
 //! the Base64 of its bytes (`header_text`), because the pipeline reads headers as text (attribute
 //! headers, filters, stored headers). A header with no value is left out. The body is the record value as it is (no value reads as an empty body, which the
 //! pipeline stores as a dead row). The record key, when it is UTF-8 text, is the third choice of
-//! idempotency key and the last of aggregate id (page 08); a binary key is not used.
+//! idempotency key and the last of aggregate id (docs/how-to/bridge-*.md); a binary key is not used.
 
 use queuebox_domain::inbox::headers::header_text;
 use queuebox_ports::ingest::Received;

@@ -353,7 +353,7 @@ async fn handle(
             reason,
             storage_failed,
         } => {
-            // The first failure after a success comes back at once (page 08); while stores keep
+            // The first failure after a success comes back at once (docs/how-to/bridge-*.md); while stores keep
             // failing, the server is asked to wait longer each time, so a database that is down
             // does not turn into a hot loop of redeliveries.
             let failures = if storage_failed {

@@ -1,5 +1,5 @@
 //! Two messages of one idempotency key are stored in stream order, so the first is the row kept
-//! and the second is its duplicate (page 08's "first in the stream wins", as the Kafka source
+//! and the second is its duplicate (the bridge guides' "first in the stream wins", as the Kafka source
 //! does for one record key). Messages of different keys are still stored side by side.
 //!
 //! The consuming loop asks for a [`Turn`] per message, in stream order, before it spawns the
