@@ -20,12 +20,13 @@ pub fn docs_dir() -> PathBuf {
     repo_root().join("docs")
 }
 
-/// Every markdown file under `docs/`, sorted, then the README.
+/// Every markdown file under `docs/`, sorted, then the README, the changelog and the agent skill.
 pub fn markdown_files() -> Vec<PathBuf> {
     let mut files = Vec::new();
     collect_markdown(&docs_dir(), &mut files);
     files.sort();
-    files.push(repo_root().join("README.md"));
+    let root = repo_root();
+    files.extend(["README.md", "CHANGELOG.md", "skills/queuebox/SKILL.md"].map(|f| root.join(f)));
     files
 }
 
