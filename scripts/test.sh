@@ -23,6 +23,18 @@ echo "== the full binary (the end-to-end tests run target/debug/queuebox as a pr
 # Built last so the slim build above does not leave a postgres-only binary behind.
 cargo build -p queuebox
 
+# The book in docs/ (mdBook, installed once with cargo into a cache directory). A page that
+# SUMMARY.md lists but that does not exist fails the build; links and anchors are checked by the
+# docs_links test below.
+echo "== docs: mdbook build"
+mdbook_root="${QB_MDBOOK_ROOT:-/var/cache/queuebox-mdbook}"
+if ! [ -x "$mdbook_root/bin/mdbook" ]; then
+    cargo install mdbook --locked --version 0.5.4 --root "$mdbook_root"
+fi
+book_out=$(mktemp -d)
+"$mdbook_root/bin/mdbook" build docs -d "$book_out"
+rm -rf "$book_out"
+
 echo "== cargo test"
 cargo test --workspace --no-fail-fast
 
