@@ -17,6 +17,7 @@
 //! that crate's environment source cannot express the variable rules (`__` as a literal `_`, key
 //! names matched in any letter case, a variable that replaces a whole list).
 
+pub mod catalog;
 mod cross;
 mod env;
 mod error;

@@ -5,6 +5,7 @@
 //! name. Every read also resolves `${...}` placeholders, so a placeholder inside an unknown key
 //! costs nothing and a missing variable is reported against the canonical key path.
 
+use crate::catalog::{Doc, Recorder};
 use crate::env::env_var_for;
 use crate::error::Problem;
 use crate::placeholders::resolve;
@@ -23,6 +24,8 @@ pub(crate) struct Reader {
     problems: Vec<Problem>,
     unknown: Vec<Unknown>,
     used_vars: HashSet<String>,
+    /// Set only while [`crate::catalog`] lists the keys.
+    catalog: Option<Recorder>,
 }
 
 struct Unknown {
@@ -43,6 +46,30 @@ impl Reader {
             problems: Vec::new(),
             unknown: Vec::new(),
             used_vars: HashSet::new(),
+            catalog: None,
+        }
+    }
+
+    /// Makes the reader record every key asked for, with what the helpers declare about it.
+    pub fn start_catalog(&mut self) {
+        self.catalog = Some(Recorder::default());
+    }
+
+    pub fn take_catalog(&mut self) -> Option<Recorder> {
+        self.catalog.take()
+    }
+
+    /// Declares the type, default or limits of key `path` for the catalog; a no-op otherwise.
+    pub fn describe(&mut self, path: &str, doc: Doc) {
+        if let Some(catalog) = &mut self.catalog {
+            catalog.describe(path, doc);
+        }
+    }
+
+    /// Records the kind a `type` (or the required keys) selected for the block at `path`.
+    pub fn record_kind(&mut self, path: &str, name: &'static str) {
+        if let Some(catalog) = &mut self.catalog {
+            catalog.kind(path, name);
         }
     }
 
@@ -154,6 +181,7 @@ impl Reader {
 
     /// A list of scalars.
     pub fn text_list(&mut self, value: Option<&Value>, path: &str) -> Option<Vec<String>> {
+        self.describe(path, Doc::ty("list of strings"));
         match value? {
             Value::Null => None,
             Value::Array(items) => Some(
@@ -179,6 +207,7 @@ impl Reader {
         value: Option<&Value>,
         path: &str,
     ) -> indexmap::IndexMap<String, String> {
+        self.describe(path, Doc::ty("map of strings"));
         let mut map = indexmap::IndexMap::new();
         match value {
             None | Some(Value::Null) => {}
@@ -196,6 +225,7 @@ impl Reader {
 
     /// The entries of a list of blocks (`routes`, `filter.require`).
     pub fn list<'v>(&mut self, value: Option<&'v Value>, path: &str) -> Vec<(String, &'v Value)> {
+        self.describe(path, Doc::ty("list of blocks"));
         match value {
             None | Some(Value::Null) => Vec::new(),
             Some(Value::Array(items)) => items
@@ -212,6 +242,7 @@ impl Reader {
 
     /// The entries of a map of named blocks (`destinations`, `sources`), in file order.
     pub fn named<'v>(&mut self, value: Option<&'v Value>, path: &str) -> Vec<(String, &'v Value)> {
+        self.describe(path, Doc::ty("map of blocks"));
         match value {
             None | Some(Value::Null) => Vec::new(),
             Some(Value::Object(entries)) => entries
@@ -238,6 +269,8 @@ pub(crate) struct Block<'v> {
 impl<'v> Block<'v> {
     /// Opens the block at `path`; a missing block reads as empty, a scalar is a problem.
     pub fn open(reader: &mut Reader, value: Option<&'v Value>, path: &str) -> Self {
+        // List entries and map entries are blocks too, but not keys; the catalog keeps only keys.
+        reader.describe(path, Doc::ty("block"));
         let entries = match value {
             Some(Value::Object(map)) => map.iter().map(|(k, v)| (k.as_str(), v, false)).collect(),
             None | Some(Value::Null) => Vec::new(),
@@ -298,6 +331,9 @@ impl<'v> Block<'v> {
 
     /// Reports every key that no read asked for, with the nearest known key as a hint.
     pub fn finish(self, reader: &mut Reader) {
+        if let Some(catalog) = &mut reader.catalog {
+            catalog.block(&self.path, &self.known);
+        }
         for key in &self.duplicates {
             reader.problem(
                 self.path_of(key),

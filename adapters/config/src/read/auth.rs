@@ -2,7 +2,8 @@
 //! the outbound kinds (`oauth2`, `basic`, `header`) of HTTP destinations.
 
 use super::kind::{KindKeys, select};
-use super::{Case, Floor, choice, millis, required, text, text_or};
+use super::{Case, Floor, choice, millis, required, secret, text, text_or};
+use crate::catalog::Doc;
 use crate::model::{HmacAlgorithm, HmacAuth, InboundAuth, OutboundAuth, SignaturePayloadFormat};
 use crate::reader::{Block, Reader};
 use crate::url::check_http_url;
@@ -64,8 +65,8 @@ const OUTBOUND: &[KindKeys<Outbound>] = &[
 /// caller through.
 fn credential(r: &mut Reader, b: &mut Block<'_>, key: &'static str) -> Secret {
     let path = b.path_of(key);
-    let value = b.get(key);
-    match r.secret(value, &path) {
+    r.describe(&path, Doc::default().default_text("required"));
+    match secret(r, b, key) {
         Some(secret) if secret.is_empty() => {
             r.problem(path, "must not be empty");
             secret
@@ -77,6 +78,8 @@ fn credential(r: &mut Reader, b: &mut Block<'_>, key: &'static str) -> Secret {
 
 /// The inbound `auth` block under `parent`, if set.
 pub(crate) fn read_inbound(r: &mut Reader, parent: &mut Block<'_>) -> Option<InboundAuth> {
+    // An optional block: declared here, because an absent one is never opened.
+    r.describe(&parent.path_of("auth"), Doc::ty("block"));
     let value = parent.get("auth")?;
     let mut b = Block::open(r, Some(value), &parent.path_of("auth"));
     let auth = select(r, &mut b, "an auth block", INBOUND).map(|kind| match kind {
@@ -136,6 +139,11 @@ fn read_hmac(r: &mut Reader, b: &mut Block<'_>) -> HmacAuth {
         Case::Exact,
         default_format,
     );
+    // The default depends on `timestampHeader`, so the catalog states it in words.
+    r.describe(
+        &format_path,
+        Doc::default().default_text("`BODY`; `TIMESTAMP_DOT_BODY` when `timestampHeader` is set"),
+    );
     if explicit_format
         && signature_payload_format == SignaturePayloadFormat::TimestampDotBody
         && timestamp_header.is_none()
@@ -158,15 +166,14 @@ fn read_hmac(r: &mut Reader, b: &mut Block<'_>) -> HmacAuth {
 
 /// The outbound `auth` block of an HTTP destination, if set.
 pub(crate) fn read_outbound(r: &mut Reader, parent: &mut Block<'_>) -> Option<OutboundAuth> {
+    // An optional block: declared here, because an absent one is never opened.
+    r.describe(&parent.path_of("auth"), Doc::ty("block"));
     let value = parent.get("auth")?;
     let mut b = Block::open(r, Some(value), &parent.path_of("auth"));
     let auth = match select(r, &mut b, "an auth block", OUTBOUND) {
         Some(Outbound::Oauth2) => {
             let client_id = required(r, &mut b, "clientId");
-            let secret_value = b.get("clientSecret");
-            let client_secret = r
-                .secret(secret_value, &b.path_of("clientSecret"))
-                .unwrap_or_default();
+            let client_secret = secret(r, &mut b, "clientSecret").unwrap_or_default();
             let token_url = required(r, &mut b, "tokenUrl");
             if !token_url.is_empty()
                 && let Err(message) = check_http_url(&token_url)
@@ -186,18 +193,12 @@ pub(crate) fn read_outbound(r: &mut Reader, parent: &mut Block<'_>) -> Option<Ou
         }
         Some(Outbound::Basic) => {
             let username = required(r, &mut b, "username");
-            let password_value = b.get("password");
-            let password = r
-                .secret(password_value, &b.path_of("password"))
-                .unwrap_or_default();
+            let password = secret(r, &mut b, "password").unwrap_or_default();
             Some(OutboundAuth::Basic { username, password })
         }
         Some(Outbound::Header) => {
             let header_name = text_or(r, &mut b, "headerName", "Authorization");
-            let value = b.get("headerValue");
-            let header_value = r
-                .secret(value, &b.path_of("headerValue"))
-                .unwrap_or_default();
+            let header_value = secret(r, &mut b, "headerValue").unwrap_or_default();
             Some(OutboundAuth::Header {
                 header_name,
                 header_value,

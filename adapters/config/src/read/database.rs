@@ -1,6 +1,7 @@
 //! `database.*`: the URL and credentials, the pool, and the table and column names.
 
-use super::{Case, Floor, choice, flag, millis, positive, text};
+use super::{Case, Floor, choice, flag, millis, positive, secret, text};
+use crate::catalog::Doc;
 use crate::model::DatabaseSettings;
 use crate::reader::{Block, Reader};
 use crate::secrets::SecretUrl;
@@ -26,10 +27,18 @@ pub(super) fn read(r: &mut Reader, value: Option<&Value>) -> DatabaseSettings {
     // `database.url` is not a credential field: a `file:` value stays literal and fails the parse,
     // which tells the operator to pass the URL through a variable instead.
     let url_path = b.path_of("url");
+    r.describe(&url_path, Doc::default().default_text("required"));
+    r.describe(
+        &b.path_of("username"),
+        Doc::default().default_text("the user of `database.url`"),
+    );
+    r.describe(
+        &b.path_of("password"),
+        Doc::default().default_text("the password of `database.url`"),
+    );
     let url = text(r, &mut b, "url");
     let username_key = text(r, &mut b, "username");
-    let password_value = b.get("password");
-    let password_key = r.secret(password_value, &b.path_of("password"));
+    let password_key = secret(r, &mut b, "password");
 
     let mut target = DatabaseTarget {
         kind,
@@ -110,6 +119,12 @@ pub(super) fn read(r: &mut Reader, value: Option<&Value>) -> DatabaseSettings {
 
 fn read_schema(r: &mut Reader, b: &mut Block<'_>) -> SchemaNames {
     let mut schema = SchemaNames::default();
+    for (key, default) in [
+        ("outboxTableName", &schema.outbox_table),
+        ("inboxTableName", &schema.inbox_table),
+    ] {
+        r.describe(&b.path_of(key), Doc::default().default_value(default));
+    }
     if let Some(name) = text(r, b, "outboxTableName") {
         schema.outbox_table = name;
     }
@@ -120,7 +135,8 @@ fn read_schema(r: &mut Reader, b: &mut Block<'_>) -> SchemaNames {
     let mut mapping = Block::open(r, mapping_value, &b.path_of("columnMapping"));
     let outbox_value = mapping.get("outbox");
     let mut outbox = Block::open(r, outbox_value, &mapping.path_of("outbox"));
-    for (key, _) in OUTBOX_COLUMNS {
+    for (key, column) in OUTBOX_COLUMNS {
+        r.describe(&outbox.path_of(key), Doc::default().default_value(column));
         if let Some(column) = text(r, &mut outbox, key) {
             schema.outbox.set(key, column);
         }
@@ -128,7 +144,8 @@ fn read_schema(r: &mut Reader, b: &mut Block<'_>) -> SchemaNames {
     outbox.finish(r);
     let inbox_value = mapping.get("inbox");
     let mut inbox = Block::open(r, inbox_value, &mapping.path_of("inbox"));
-    for (key, _) in INBOX_COLUMNS {
+    for (key, column) in INBOX_COLUMNS {
+        r.describe(&inbox.path_of(key), Doc::default().default_value(column));
         if let Some(column) = text(r, &mut inbox, key) {
             schema.inbox.set(key, column);
         }

@@ -3,7 +3,8 @@
 use super::auth::read_outbound;
 use super::kind::{KindKeys, select};
 use super::templates::{check_address, check_syntax};
-use super::{Case, Floor, choice, flag, millis, required, text, text_or, transform};
+use super::{Case, Floor, choice, flag, millis, required, secret, text, text_or, transform};
+use crate::catalog::Doc;
 use crate::model::{
     AddressColumn, DeliveryMode, Destination, DestinationKind, ExchangeType, HttpDestination,
     KafkaDestination, KafkaSecurity, NatsCredentials, NatsDestination, RabbitmqDestination,
@@ -98,6 +99,10 @@ fn read_http(r: &mut Reader, b: &mut Block<'_>) -> HttpDestination {
 /// `exchangeFrom`, `topicFrom`, `subjectFrom`: a row column that holds the address.
 fn address_column(r: &mut Reader, b: &mut Block<'_>, key: &'static str) -> Option<AddressColumn> {
     let path = b.path_of(key);
+    r.describe(
+        &path,
+        Doc::default().allowed("`aggregate_type`, `topic`, `key`"),
+    );
     let raw = text(r, b, key)?;
     let column = AddressColumn::from_name(&raw);
     if column.is_none() {
@@ -176,8 +181,7 @@ pub(crate) fn kafka_security(r: &mut Reader, b: &mut Block<'_>) -> KafkaSecurity
     );
     let sasl_mechanism = text(r, b, "saslMechanism").filter(|m| !m.trim().is_empty());
     let sasl_username = text(r, b, "saslUsername").filter(|u| !u.trim().is_empty());
-    let password_value = b.get("saslPassword");
-    let sasl_password = r.secret(password_value, &b.path_of("saslPassword"));
+    let sasl_password = secret(r, b, "saslPassword");
     if security_protocol.is_sasl() {
         let missing = [
             ("saslMechanism", sasl_mechanism.is_none()),
@@ -235,10 +239,8 @@ fn read_kafka(r: &mut Reader, b: &mut Block<'_>, name: &str) -> KafkaDestination
 /// token excludes a user.
 pub(crate) fn nats_credentials(r: &mut Reader, b: &mut Block<'_>) -> NatsCredentials {
     let username = text(r, b, "username").filter(|u| !u.trim().is_empty());
-    let password_value = b.get("password");
-    let password = r.secret(password_value, &b.path_of("password"));
-    let token_value = b.get("token");
-    let token = r.secret(token_value, &b.path_of("token"));
+    let password = secret(r, b, "password");
+    let token = secret(r, b, "token");
     if username.is_some() && password.is_none() && !b.has("password") {
         r.problem(b.path_of("password"), "is required when username is set");
     }

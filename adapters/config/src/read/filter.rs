@@ -1,11 +1,14 @@
 //! `sources.<name>.filter`: header rules.
 
 use super::{required, text};
+use crate::catalog::Doc;
 use crate::model::{FilterCondition, FilterRule, HeaderFilter};
 use crate::reader::{Block, Reader};
 
 /// The `filter` block under `parent`, if set.
 pub(crate) fn read(r: &mut Reader, parent: &mut Block<'_>) -> Option<HeaderFilter> {
+    // An optional block: declared here, because an absent one is never opened.
+    r.describe(&parent.path_of("filter"), Doc::ty("block"));
     let value = parent.get("filter")?;
     let mut b = Block::open(r, Some(value), &parent.path_of("filter"));
     let require_value = b.get("require");
@@ -37,6 +40,7 @@ fn read_rules(r: &mut Reader, value: Option<&serde_json::Value>, path: &str) -> 
             conditions.push(FilterCondition::Matches(glob));
         }
         let exists_path = b.path_of("exists");
+        r.describe(&exists_path, Doc::ty("boolean").allowed("`true`"));
         let exists_value = b.get("exists");
         if let Some(exists) = r.boolean(exists_value, &exists_path) {
             if !exists {

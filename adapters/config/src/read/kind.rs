@@ -5,6 +5,7 @@
 //! operator wants to hear about.
 
 use super::text;
+use crate::catalog::Doc;
 use crate::reader::{Block, Reader};
 
 /// One kind and the keys that select it. `kind` is the reader's own enum value for it, so the
@@ -30,6 +31,13 @@ pub(crate) fn select<K: Copy>(
 ) -> Option<K> {
     let type_path = b.path_of("type");
     let names: Vec<&str> = kinds.iter().map(|k| k.name).collect();
+    let spellings: Vec<String> = names.iter().map(|n| format!("`{n}`")).collect();
+    r.describe(
+        &type_path,
+        Doc::default()
+            .default_text("the kind whose required keys are set")
+            .allowed(format!("{} (any letter case)", spellings.join(", "))),
+    );
     let declared = text(r, b, "type").and_then(|declared| {
         let found = kinds
             .iter()
@@ -61,7 +69,13 @@ pub(crate) fn select<K: Copy>(
                 None
             }
             // No `type`, or one that agrees with the keys.
-            _ => Some(one.kind),
+            _ => {
+                r.record_kind(b.path(), one.name);
+                for key in one.keys {
+                    r.describe(&b.path_of(key), Doc::default().default_text("required"));
+                }
+                Some(one.kind)
+            }
         },
         [] => {
             // Name the missing keys of the declared kind, or of the kind the entry came closest to.

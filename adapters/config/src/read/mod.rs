@@ -19,8 +19,10 @@ mod sources;
 mod templates;
 mod transform;
 
+use crate::catalog::Doc;
 use crate::model::{HttpSettings, Settings};
 use crate::reader::{Block, Reader};
+use queuebox_domain::secret::Secret;
 use serde_json::Value;
 use std::time::Duration;
 
@@ -66,7 +68,9 @@ fn read_http(r: &mut Reader, value: Option<&Value>) -> HttpSettings {
 /// An optional text key; placeholders filled.
 pub(crate) fn text(r: &mut Reader, b: &mut Block<'_>, key: &'static str) -> Option<String> {
     let value = b.get(key);
-    r.text(value, &b.path_of(key))
+    let path = b.path_of(key);
+    r.describe(&path, Doc::fallback_ty("string"));
+    r.text(value, &path)
 }
 
 /// A text key with a default.
@@ -76,12 +80,22 @@ pub(crate) fn text_or(
     key: &'static str,
     default: &str,
 ) -> String {
+    r.describe(&b.path_of(key), Doc::default().default_value(default));
     text(r, b, key).unwrap_or_else(|| default.to_owned())
+}
+
+/// A credential: the text itself, or with `file:` the content of the file it names.
+pub(crate) fn secret(r: &mut Reader, b: &mut Block<'_>, key: &'static str) -> Option<Secret> {
+    let path = b.path_of(key);
+    r.describe(&path, Doc::ty("secret"));
+    let value = b.get(key);
+    r.secret(value, &path)
 }
 
 /// A required text key: missing and blank are both problems.
 pub(crate) fn required(r: &mut Reader, b: &mut Block<'_>, key: &'static str) -> String {
     let path = b.path_of(key);
+    r.describe(&path, Doc::default().default_text("required"));
     match text(r, b, key) {
         Some(value) if !value.trim().is_empty() => value,
         Some(_) => {
@@ -99,6 +113,12 @@ pub(crate) fn required(r: &mut Reader, b: &mut Block<'_>, key: &'static str) -> 
 }
 
 pub(crate) fn flag(r: &mut Reader, b: &mut Block<'_>, key: &'static str, default: bool) -> bool {
+    r.describe(
+        &b.path_of(key),
+        Doc::ty("boolean")
+            .default_value(default)
+            .allowed("`true`, `false`"),
+    );
     let value = b.get(key);
     r.boolean(value, &b.path_of(key)).unwrap_or(default)
 }
@@ -106,6 +126,10 @@ pub(crate) fn flag(r: &mut Reader, b: &mut Block<'_>, key: &'static str, default
 /// An optional whole number above 0 that fits `u32`.
 pub(crate) fn opt_positive(r: &mut Reader, b: &mut Block<'_>, key: &'static str) -> Option<u32> {
     let path = b.path_of(key);
+    r.describe(
+        &path,
+        Doc::ty("integer").allowed(format!("1 to {}", u32::MAX)),
+    );
     let value = b.get(key);
     let n = r.int(value, &path)?;
     if n <= 0 {
@@ -123,6 +147,7 @@ pub(crate) fn opt_positive(r: &mut Reader, b: &mut Block<'_>, key: &'static str)
 
 /// A whole number above 0 with a default.
 pub(crate) fn positive(r: &mut Reader, b: &mut Block<'_>, key: &'static str, default: u32) -> u32 {
+    r.describe(&b.path_of(key), Doc::default().default_value(default));
     opt_positive(r, b, key).unwrap_or(default)
 }
 
@@ -134,6 +159,10 @@ pub(crate) fn non_negative(
     default: u64,
 ) -> u64 {
     let path = b.path_of(key);
+    r.describe(
+        &path,
+        Doc::ty("integer").default_value(default).allowed("≥ 0"),
+    );
     let value = b.get(key);
     match r.int(value, &path) {
         Some(n) if n < 0 => {
@@ -165,6 +194,17 @@ pub(crate) fn millis(
     floor: Floor,
 ) -> Duration {
     let path = b.path_of(key);
+    let allowed = match floor {
+        Floor::Zero => "≥ 0".to_owned(),
+        Floor::AboveZero => "≥ 1".to_owned(),
+        Floor::AtLeast(min) => format!("≥ {min}"),
+    };
+    r.describe(
+        &path,
+        Doc::ty("milliseconds")
+            .default_value(default_ms)
+            .allowed(allowed),
+    );
     let value = b.get(key);
     let Some(n) = r.int(value, &path) else {
         return Duration::from_millis(default_ms);
@@ -187,6 +227,7 @@ pub(crate) fn millis(
 /// A port number from 1 to 65535.
 pub(crate) fn port(r: &mut Reader, b: &mut Block<'_>, key: &'static str) -> Option<u16> {
     let path = b.path_of(key);
+    r.describe(&path, Doc::ty("integer").allowed("1 to 65535"));
     let value = b.get(key);
     let n = r.int(value, &path)?;
     match u16::try_from(n) {
@@ -206,7 +247,7 @@ pub(crate) enum Case {
 }
 
 /// An enumeration key: one of `options` (spelling, value), or the default when absent.
-pub(crate) fn choice<T: Copy>(
+pub(crate) fn choice<T: Copy + PartialEq>(
     r: &mut Reader,
     b: &mut Block<'_>,
     key: &'static str,
@@ -215,6 +256,16 @@ pub(crate) fn choice<T: Copy>(
     default: T,
 ) -> T {
     let path = b.path_of(key);
+    let spellings: Vec<String> = options.iter().map(|(s, _)| format!("`{s}`")).collect();
+    let letter_case = match case {
+        Case::Exact => " (this letter case)",
+        Case::Any => " (any letter case)",
+    };
+    let mut doc = Doc::ty("string").allowed(format!("{}{letter_case}", spellings.join(", ")));
+    if let Some((spelling, _)) = options.iter().find(|(_, value)| *value == default) {
+        doc = doc.default_value(spelling);
+    }
+    r.describe(&path, doc);
     let Some(raw) = text(r, b, key) else {
         return default;
     };

@@ -1,6 +1,7 @@
 //! `outbox.*` and `outbox.capture.*`.
 
-use super::{Case, Floor, choice, flag, millis, port, positive, text, text_or};
+use super::{Case, Floor, choice, flag, millis, port, positive, secret, text, text_or};
+use crate::catalog::Doc;
 use crate::model::{CaptureConnection, CaptureMode, CaptureSettings, OutboxSettings};
 use crate::reader::{Block, Reader};
 use queuebox_domain::mapping::is_sql_identifier;
@@ -34,6 +35,10 @@ fn is_capture_name(name: &str) -> bool {
 }
 
 fn capture_name(r: &mut Reader, b: &mut Block<'_>, key: &'static str, default: &str) -> String {
+    r.describe(
+        &b.path_of(key),
+        Doc::default().allowed("a lower-case letter, then `a-z`, `0-9`, `_`; at most 63"),
+    );
     let value = text_or(r, b, key, default);
     if !is_capture_name(&value) {
         r.problem(
@@ -112,14 +117,12 @@ fn read_capture(r: &mut Reader, parent: &mut Block<'_>) -> CaptureSettings {
 fn read_connection(r: &mut Reader, parent: &mut Block<'_>) -> CaptureConnection {
     let value = parent.get("connection");
     let mut b = Block::open(r, value, &parent.path_of("connection"));
-    let password_value = b.get("password");
-    let password_path = b.path_of("password");
     let connection = CaptureConnection {
         hostname: text(r, &mut b, "hostname").filter(|h| !h.trim().is_empty()),
         port: port(r, &mut b, "port"),
         database: text(r, &mut b, "database"),
         username: text(r, &mut b, "username"),
-        password: r.secret(password_value, &password_path),
+        password: secret(r, &mut b, "password"),
         encrypt: flag(r, &mut b, "encrypt", true),
         trust_server_certificate: flag(r, &mut b, "trustServerCertificate", false),
     };

@@ -1,6 +1,7 @@
 //! `retention.*`.
 
 use super::{Case, choice, flag, positive, text};
+use crate::catalog::Doc;
 use crate::model::{RetentionKind, RetentionPolicy, RetentionSettings};
 use crate::reader::{Block, Reader};
 use serde_json::Value;
@@ -40,6 +41,10 @@ pub(crate) fn parse_retention_duration(text: &str) -> Option<Duration> {
 
 fn duration(r: &mut Reader, b: &mut Block<'_>, key: &'static str) -> Option<Duration> {
     let path = b.path_of(key);
+    r.describe(
+        &path,
+        Doc::ty("duration").allowed("`<n>s`, `<n>m`, `<n>h` or `<n>d`, n ≥ 1"),
+    );
     let raw = text(r, b, key)?;
     let parsed = parse_retention_duration(&raw);
     if parsed.is_none() {
@@ -90,6 +95,10 @@ fn read_policy(
     if policy == RetentionKind::Count && max_count.is_none() && !b.has("maxCount") {
         r.problem(max_count_path, "is required by policy COUNT");
     }
+    r.describe(
+        &b.path_of("cleanupInterval"),
+        Doc::default().default_value("1h"),
+    );
     let cleanup_interval =
         duration(r, &mut b, "cleanupInterval").unwrap_or(Duration::from_secs(3_600));
     let batch_size = positive(r, &mut b, "batchSize", 1000);

@@ -1,6 +1,7 @@
 //! `server.*`.
 
 use super::{Floor, millis, port};
+use crate::catalog::Doc;
 use crate::model::ServerSettings;
 use crate::reader::{Block, Reader};
 use serde_json::Value;
@@ -12,6 +13,7 @@ const DEFAULT_REQUEST_READ_TIMEOUT_MS: u64 = 30_000;
 
 pub(super) fn read(r: &mut Reader, value: Option<&Value>) -> ServerSettings {
     let mut b = Block::open(r, value, "server");
+    r.describe(&b.path_of("httpPort"), Doc::default().default_value(8080));
     let http_port = port(r, &mut b, "httpPort").unwrap_or(8080);
     let management_port = port(r, &mut b, "managementPort");
     if management_port == Some(http_port) {

@@ -8,6 +8,7 @@ use super::{
     Case, Floor, choice, filter, flag, millis, non_negative, opt_positive, positive, required,
     text, text_or, transform,
 };
+use crate::catalog::Doc;
 use crate::jsonpath::check_definite;
 use crate::model::{
     AttributeHeaders, AutoOffsetReset, Consumption, HttpSource, KafkaSource, NatsSource,
@@ -128,6 +129,7 @@ fn read_source(r: &mut Reader, b: &mut Block<'_>) -> Option<Source> {
 
     let transform = transform::read(r, b);
     let filter = filter::read(r, b);
+    r.describe(&b.path_of("rateLimit"), Doc::ty("block"));
     let rate_value = b.get("rateLimit");
     let rate_limit = if rate_value.is_some() {
         let mut rate = Block::open(r, rate_value, &b.path_of("rateLimit"));
@@ -153,6 +155,10 @@ fn read_source(r: &mut Reader, b: &mut Block<'_>) -> Option<Source> {
 }
 
 fn check_path(r: &mut Reader, b: &Block<'_>, key: &str, path: Option<&str>) {
+    r.describe(
+        &b.path_of(key),
+        Doc::ty("JSONPath").allowed("a definite path (no wildcard, filter or slice)"),
+    );
     if let Some(path) = path.filter(|p| !p.is_empty())
         && let Err(message) = check_definite(path.trim())
     {
@@ -195,6 +201,7 @@ fn read_rabbitmq(r: &mut Reader, b: &mut Block<'_>) -> RabbitmqSource {
     let connection_url = SecretUrl::new(required(r, b, "connectionUrl"));
     let prefetch_path = b.path_of("prefetchCount");
     let prefetch = non_negative(r, b, "prefetchCount", 10);
+    r.describe(&prefetch_path, Doc::default().allowed("0 to 65535"));
     // AMQP carries the prefetch count in 16 bits.
     let prefetch_count = u16::try_from(prefetch).unwrap_or_else(|_| {
         r.problem(

@@ -1,5 +1,6 @@
 //! Checks of the `{{ ... }}` templates that the configuration holds.
 
+use crate::catalog::Doc;
 use crate::reader::Reader;
 use queuebox_domain::template::Template;
 use queuebox_domain::template::address::{Address, AddressField};
@@ -13,6 +14,7 @@ pub(crate) fn check_address(
     destination: &str,
     text: &str,
 ) {
+    r.describe(path, Doc::ty("template"));
     if let Err(error) = Address::new(destination, field, text, None) {
         r.problem(path, error.to_string());
     }
@@ -21,6 +23,7 @@ pub(crate) fn check_address(
 /// Checks only the structure of a template whose unknown names render a default (routing keys,
 /// the Kafka record key).
 pub(crate) fn check_syntax(r: &mut Reader, path: &str, text: &str) {
+    r.describe(path, Doc::ty("template"));
     if let Err(error) = Template::parse(text) {
         r.problem(path, format!("is not a valid template: {error}"));
     }
@@ -28,6 +31,7 @@ pub(crate) fn check_syntax(r: &mut Reader, path: &str, text: &str) {
 
 /// Checks a source `topic` template; returns whether it reads `{{ eventType }}`.
 pub(crate) fn check_source_topic(r: &mut Reader, path: &str, text: &str) -> bool {
+    r.describe(path, Doc::ty("template"));
     match Template::parse(text) {
         Err(error) => {
             r.problem(path, format!("is not a valid template: {error}"));
