@@ -234,7 +234,7 @@ fn turn_nagle_off(port: u16) {
         Err(error) => WARNED.call_once(|| {
             tracing::warn!(
                 %error,
-                "could not set TCP_NODELAY on the database connections; over TLS each statement may wait up to 40 ms for the server's delayed acknowledgement"
+                "could not set TCP_NODELAY on the database connections (pidfd_getfd refused: in a container, add the SYS_PTRACE capability); over TLS each statement may then wait up to 40 ms for the server's delayed acknowledgement"
             );
         }),
     }
