@@ -10,12 +10,13 @@
 //! drops a message, the relay, retention on both tables, and PostgreSQL logical capture. That run
 //! creates every family of the page, so no family is checked only against the code.
 //!
-//! Broker destinations and sources are left out: they add no family and no label name, only the
-//! `destination_type` values `rabbitmq`, `kafka` and `nats` (from `bin/src/delivery.rs`), and their
-//! own tests cover their outcomes. Label values this run does not produce, so checked only by
-//! reading the code when the page was written: those three `destination_type` values; `kind` =
-//! `timeout`, `unreachable`, `auth`, `invalid_message`, `other` (each needs its own fault);
-//! `reason` = `transform_failed`, `storage_failed`; `strategy` = `Fail`, `Skip`; `status_class`
+//! A RabbitMQ, a Kafka and a NATS destination are configured (no route sends to them): their
+//! metrics are registered at start, which puts the `destination_type` values `rabbitmq`, `kafka`
+//! and `nats` in the scrape. Broker sources are left out: they add no family, label or value (only
+//! health components), and their own tests cover their outcomes. Label values this run does not
+//! produce, so checked only by reading the code when the page was written: `kind` = `timeout`,
+//! `unreachable`, `auth`, `invalid_message`, `other` (each needs its own fault); `reason` =
+//! `transform_failed`, `storage_failed`; `strategy` = `Fail`, `Skip`; `status_class`
 //! other than `2xx` and `5xx`. A value the code gains shows up here only once a run produces it.
 
 use futures::FutureExt as _;
@@ -288,6 +289,9 @@ fn config(
          destinations:\n\
          \x20 ok:\n    type: http\n    baseUrl: {ok}\n    path: /events\n    timeoutMs: 2000\n\
          \x20 failing:\n    type: http\n    baseUrl: {failing}\n    path: /events\n    timeoutMs: 2000\n\
+         \x20 amqp:\n    type: rabbitmq\n    url: {amqp}\n    exchange: qb.docs.metrics\n\
+         \x20 records:\n    type: kafka\n    bootstrapServers: {kafka}\n    topic: qb-docs-metrics\n\
+         \x20 stream:\n    type: nats\n    servers: {nats}\n    subject: qb.docs.metrics\n\
          routes:\n\
          \x20 - topicPattern: \"fail.*\"\n    destination: failing\n\
          \x20 - topicPattern: \"refused.*\"\n    destination: ok\n    transform:\n      expression: '$error(\"refused\")'\n      onError: Dead\n\
@@ -302,7 +306,16 @@ fn config(
         url = db.jdbc_url(),
         user = db.user,
         password = db.password,
+        amqp = service("QB_TEST_AMQP_URL"),
+        kafka = service("QB_TEST_KAFKA_BOOTSTRAP"),
+        nats = service("QB_TEST_NATS_URL"),
     )
+}
+
+fn service(variable: &str) -> String {
+    std::env::var(variable).unwrap_or_else(|_| {
+        panic!("{variable} is not set: start the services first with `eval \"$(bash scripts/services.sh)\"`")
+    })
 }
 
 /// Series the traffic creates (name and labels as the exporter renders them, or a bare family
@@ -324,11 +337,15 @@ const TRAFFIC_SERIES: [&str; 14] = [
     "queuebox_capture_changes_total{kind=\"insert\"}",
 ];
 
-/// Families the traffic creates that have no value worth waiting for beyond being present.
-const PRESENT: [&str; 3] = [
+/// Families or series that must be present, whatever their value: the pending gauges after their
+/// first count, and the broker destinations' kinds (registered at start; no route sends to them).
+const PRESENT: [&str; 6] = [
     "queuebox_outbox_messages_pending",
     "queuebox_outbox_oldest_pending_age_seconds",
     "queuebox_outbox_queue_depth",
+    "queuebox_outbox_publish_duration_seconds_max{destination_type=\"rabbitmq\"}",
+    "queuebox_outbox_publish_duration_seconds_max{destination_type=\"kafka\"}",
+    "queuebox_outbox_publish_duration_seconds_max{destination_type=\"nats\"}",
 ];
 
 fn missing(text: &str) -> Vec<&'static str> {
