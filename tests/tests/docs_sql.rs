@@ -30,6 +30,7 @@
 //! database reports a position) and the database's error, for every failing block at once.
 
 use queuebox_tests::database::TestDatabase;
+use queuebox_tests::docs;
 use queuebox_tests::process::Launch;
 use sqlx::{AssertSqlSafe, Connection, PgConnection};
 use std::path::{Path, PathBuf};
@@ -63,76 +64,17 @@ struct Block {
     sql: String,
 }
 
-fn repository() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("the tests package lives in the repository")
-        .to_path_buf()
-}
-
-/// README.md and every Markdown file under docs/, in a stable order.
-fn pages(root: &Path) -> Vec<PathBuf> {
-    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
-        let Ok(entries) = std::fs::read_dir(dir) else {
-            return;
-        };
-        for entry in entries.filter_map(Result::ok) {
-            let path = entry.path();
-            if path.is_dir() {
-                walk(&path, out);
-            } else if path.extension().is_some_and(|ext| ext == "md") {
-                out.push(path);
-            }
-        }
-    }
-    let mut out = vec![root.join("README.md")];
-    walk(&root.join("docs"), &mut out);
-    out.sort();
-    out
-}
-
-/// The ```sql blocks of one page (fences may be indented, as inside a list item; the indent is
-/// removed from the block's lines).
+/// The ```sql blocks of one page that run (not marked `ignore`).
 fn sql_blocks(file: &Path, text: &str) -> Vec<Block> {
-    let mut blocks = Vec::new();
-    let mut open: Option<(usize, String, bool, usize)> = None; // (indent, fence, runs, first line)
-    let mut body = String::new();
-    for (index, line) in text.lines().enumerate() {
-        let trimmed = line.trim_start();
-        let indent = line.len() - trimmed.len();
-        match &open {
-            None => {
-                let fence_len = trimmed.chars().take_while(|&c| c == '`').count();
-                if fence_len >= 3 {
-                    let info = trimmed[fence_len..].trim();
-                    let mut words = info.split([',', ' ']).filter(|w| !w.is_empty());
-                    let runs = words.next() == Some("sql")
-                        && !info.split([',', ' ']).any(|w| w == "ignore");
-                    open = Some((indent, "`".repeat(fence_len), runs, index + 2));
-                    body.clear();
-                }
-            }
-            Some((fence_indent, fence, runs, first)) => {
-                if trimmed.starts_with(fence.as_str())
-                    && trimmed.trim_end().chars().all(|c| c == '`')
-                {
-                    if *runs {
-                        blocks.push(Block {
-                            file: file.to_path_buf(),
-                            line: *first,
-                            sql: std::mem::take(&mut body),
-                        });
-                    }
-                    open = None;
-                } else {
-                    let cut = (*fence_indent).min(indent);
-                    body.push_str(&line[cut..]);
-                    body.push('\n');
-                }
-            }
-        }
-    }
-    blocks
+    docs::code_blocks(text)
+        .into_iter()
+        .filter(|block| block.language() == "sql" && !block.has_flag("ignore"))
+        .map(|block| Block {
+            file: file.to_path_buf(),
+            line: block.line + 1,
+            sql: block.body,
+        })
+        .collect()
 }
 
 /// Replaces the documented placeholders and turns transaction control into savepoints.
@@ -232,17 +174,13 @@ async fn run_block(connection: &mut PgConnection, block: &Block) -> Result<(), S
 
 #[tokio::test]
 async fn every_sql_block_of_the_documentation_runs_against_a_migrated_schema() {
-    let root = repository();
     let mut blocks = Vec::new();
-    for page in pages(&root) {
-        let text = std::fs::read_to_string(&page)
-            .unwrap_or_else(|e| panic!("read {}: {e}", page.display()));
-        blocks.extend(sql_blocks(&page, &text));
+    for page in docs::markdown_files() {
+        blocks.extend(sql_blocks(&page, &docs::read(&page)));
     }
     assert!(
         !blocks.is_empty(),
-        "no ```sql block found under {}",
-        root.display()
+        "no ```sql block found in docs/ or README.md"
     );
 
     let db = TestDatabase::create().await;
@@ -260,10 +198,9 @@ async fn every_sql_block_of_the_documentation_runs_against_a_migrated_schema() {
     let mut failures = Vec::new();
     for block in &blocks {
         if let Err(error) = run_block(&mut connection, block).await {
-            let file = block.file.strip_prefix(&root).unwrap_or(&block.file);
             failures.push(format!(
                 "{}:{} (block starting there): {error}",
-                file.display(),
+                docs::shown(&block.file),
                 block.line
             ));
         }
@@ -278,18 +215,6 @@ async fn every_sql_block_of_the_documentation_runs_against_a_migrated_schema() {
         failures.join("\n")
     );
     eprintln!("{} ```sql blocks ran", blocks.len());
-}
-
-#[test]
-fn blocks_are_found_with_their_lines_and_ignored_ones_skipped() {
-    let text = "# Page\n\n```sql\nSELECT 1;\n```\n\n```sql,ignore\nSELECT <id>;\n```\n\n1. step\n\n   ```sql\n   SELECT 2;\n   ```\n\n```text\nx\n```\n";
-    let blocks = sql_blocks(Path::new("page.md"), text);
-    assert_eq!(blocks.len(), 2);
-    assert_eq!((blocks[0].line, blocks[0].sql.as_str()), (4, "SELECT 1;\n"));
-    assert_eq!(
-        (blocks[1].line, blocks[1].sql.as_str()),
-        (14, "SELECT 2;\n")
-    );
 }
 
 #[test]
