@@ -256,12 +256,22 @@ fn general(path: &str) -> String {
 fn row(path: &str, doc: Option<&Doc>) -> KeyRow {
     let key = general(path);
     let doc = doc.cloned().unwrap_or_default();
+    let ty = doc.ty.unwrap_or_default();
+    let variable = env_var_for(&key);
+    // A key that holds more keys is set by one variable per key below it, never by its own name.
+    let (variable, allowed) = match ty.as_str() {
+        "block" | "map of blocks" => (format!("{variable}_..."), "the keys below"),
+        "list of blocks" => (format!("{variable}_<N>_..."), "the keys below"),
+        "list of strings" => (format!("{variable}_<N>"), "any"),
+        "map of strings" => (format!("{variable}_<KEY>"), "any"),
+        _ => (variable, "any"),
+    };
     KeyRow {
-        variable: env_var_for(&key),
+        variable,
         key,
-        ty: doc.ty.unwrap_or_default(),
+        ty,
         default: doc.default.unwrap_or_else(|| "none".to_owned()),
-        allowed: doc.allowed.unwrap_or_else(|| "any".to_owned()),
+        allowed: doc.allowed.unwrap_or_else(|| allowed.to_owned()),
     }
 }
 

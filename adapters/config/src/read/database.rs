@@ -117,13 +117,19 @@ pub(super) fn read(r: &mut Reader, value: Option<&Value>) -> DatabaseSettings {
     }
 }
 
+/// The rule of table and column names, as the reference states it.
+pub(super) const IDENTIFIER: &str = "a SQL identifier";
+
 fn read_schema(r: &mut Reader, b: &mut Block<'_>) -> SchemaNames {
     let mut schema = SchemaNames::default();
     for (key, default) in [
         ("outboxTableName", &schema.outbox_table),
         ("inboxTableName", &schema.inbox_table),
     ] {
-        r.describe(&b.path_of(key), Doc::default().default_value(default));
+        r.describe(
+            &b.path_of(key),
+            Doc::default().default_value(default).allowed(IDENTIFIER),
+        );
     }
     if let Some(name) = text(r, b, "outboxTableName") {
         schema.outbox_table = name;
@@ -136,7 +142,10 @@ fn read_schema(r: &mut Reader, b: &mut Block<'_>) -> SchemaNames {
     let outbox_value = mapping.get("outbox");
     let mut outbox = Block::open(r, outbox_value, &mapping.path_of("outbox"));
     for (key, column) in OUTBOX_COLUMNS {
-        r.describe(&outbox.path_of(key), Doc::default().default_value(column));
+        r.describe(
+            &outbox.path_of(key),
+            Doc::default().default_value(column).allowed(IDENTIFIER),
+        );
         if let Some(column) = text(r, &mut outbox, key) {
             schema.outbox.set(key, column);
         }
@@ -145,7 +154,10 @@ fn read_schema(r: &mut Reader, b: &mut Block<'_>) -> SchemaNames {
     let inbox_value = mapping.get("inbox");
     let mut inbox = Block::open(r, inbox_value, &mapping.path_of("inbox"));
     for (key, column) in INBOX_COLUMNS {
-        r.describe(&inbox.path_of(key), Doc::default().default_value(column));
+        r.describe(
+            &inbox.path_of(key),
+            Doc::default().default_value(column).allowed(IDENTIFIER),
+        );
         if let Some(column) = text(r, &mut inbox, key) {
             schema.inbox.set(key, column);
         }

@@ -69,6 +69,13 @@ fn read_capture(r: &mut Reader, parent: &mut Block<'_>) -> CaptureSettings {
     let enabled = flag(r, &mut b, "enabled", false);
     let identity = capture_name(r, &mut b, "identity", "queuebox");
     let state_directory = text_or(r, &mut b, "stateDirectory", "");
+    // The capture wiring falls back to the database's default schema.
+    r.describe(
+        &b.path_of("schema"),
+        Doc::default()
+            .default_text("`public`")
+            .allowed(super::database::IDENTIFIER),
+    );
     let schema = text(r, &mut b, "schema");
     if let Some(schema) = &schema
         && !is_sql_identifier(schema)
