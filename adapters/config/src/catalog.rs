@@ -2,12 +2,12 @@
 //!
 //! The configuration reference (`docs/reference/configuration.md`) must name exactly the keys the
 //! reader reads, with their types and defaults. Keeping a second hand-written list would drift, so
-//! the list comes from the reader: a [`Reader`] in catalog mode records every key a block asks for
+//! the list comes from the reader: a `Reader` in catalog mode records every key a block asks for
 //! (a block asks for each of its keys whether the file sets it or not) and the type, default and
-//! limits the reading helpers of [`crate::read`] declare for it.
+//! limits the reading helpers of `crate::read` declare for it.
 //!
 //! Reading one file reaches one kind of each destination, source and `auth` block, so the catalog
-//! reads a few small files, [`VARIANTS`], each selecting other kinds. They set only what selects
+//! reads a few small files, `VARIANTS`, each selecting other kinds. They set only what selects
 //! a branch (the required keys of a kind, an optional block such as `transform`, one list entry),
 //! never a list of keys: a key added to a reader appears here without touching this file.
 

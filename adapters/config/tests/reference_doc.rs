@@ -118,7 +118,7 @@ fn the_reference_names_every_key_the_reader_reads_and_no_other() {
 }
 
 #[test]
-fn every_catalog_key_is_known_to_the_reader() {
+fn the_catalog_is_consistent() {
     // The catalog's own consistency: every key has a type and one declaration across the files it
     // reads. `sections` reports both; this names the failure plainly when it is the cause.
     if let Err(error) = sections() {
