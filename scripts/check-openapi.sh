@@ -69,6 +69,7 @@ EOF
 
 SOURCE_TOKEN=partner-t0ken
 SOURCE_KEY=acme-k3y
+SIGNING_SECRET=whs3cret
 ADMIN_TOKEN=adm1n-t0ken
 # config FILE SERVER_BLOCK: the same sources, admin and database, on the ports given.
 config() {
@@ -109,6 +110,14 @@ sources:
     auth:
       type: api-key
       key: $SOURCE_KEY
+  signed:
+    type: http
+    path: /signed
+    idempotencyKeyPath: \$.id
+    topic: order.received
+    auth:
+      type: hmac
+      secret: $SIGNING_SECRET
 admin:
   enabled: true
   auth:
@@ -141,17 +150,48 @@ start() {
 start split "$MGMT_PORT"
 start shared "$SHARED_PORT"
 
+# An HMAC cannot be a static credential: Schemathesis sends a placeholder as the `sourceHmac` key,
+# and this hook replaces it with the signature of the exact bytes it then sends. A request whose
+# credential Schemathesis removed or changed (its auth checks) keeps what it was given.
+SIGN_ME=sign-this-request
+cat >"$WORK/hooks.py" <<EOF
+import hashlib, hmac, json
+import schemathesis
+from schemathesis.core import NotSet
+
+@schemathesis.hook
+def before_call(context, case, kwargs):
+    headers = case.headers or {}
+    if headers.get("X-Signature") != "$SIGN_ME" or isinstance(case.body, NotSet):
+        return
+    body = case.body if isinstance(case.body, bytes) else json.dumps(case.body).encode()
+    kwargs["data"] = body
+    digest = hmac.new(b"$SIGNING_SECRET", body, hashlib.sha256).hexdigest()
+    headers["X-Signature"] = "sha256=" + digest
+    case.headers = headers
+EOF
+
 # The admin transform test answers 400 for an expression that is valid as a string but not as
 # JSONata, which no schema can tell apart: 400 is an accepted answer to a valid request there.
 cat >"$WORK/schemathesis.toml" <<EOF
+hooks = "$WORK/hooks.py"
+
 [auth.openapi.sourceBearer]
 bearer = "$SOURCE_TOKEN"
 
 [auth.openapi.sourceApiKey]
 api_key = "$SOURCE_KEY"
 
+[auth.openapi.sourceHmac]
+api_key = "$SIGN_ME"
+
 [auth.openapi.adminBearer]
 bearer = "$ADMIN_TOKEN"
+
+# A valid request must be accepted: Schemathesis's default also lets 401, 404, 409 and 429 pass,
+# which would hide a credential this script or its hook gets wrong.
+[checks.positive_data_acceptance]
+expected-statuses = ["2xx"]
 
 [[operations]]
 include-path = "/admin/transform/test"
