@@ -6,6 +6,7 @@
 #   QB_TEST_PG_URL   the test PostgreSQL server's maintenance database (scripts/services.sh prints it)
 #   QB_BIN           the binary (default: $CARGO_TARGET_DIR/debug/queuebox, built by scripts/test.sh)
 #   QB_OPENAPI_EXAMPLES  test cases per operation and phase (default 100)
+#   QB_OPENAPI_SEED      Hypothesis seed (default fixed, so CI runs the same cases each time)
 #
 # Schemathesis lives in a venv under /var/cache/queuebox-schemathesis, made on the first run.
 set -euo pipefail
@@ -16,6 +17,7 @@ QB_BIN=${QB_BIN:-$TARGET/debug/queuebox}
 VENV=/var/cache/queuebox-schemathesis
 SCHEMATHESIS_VERSION=4.32.5
 EXAMPLES=${QB_OPENAPI_EXAMPLES:-100}
+SEED=${QB_OPENAPI_SEED:-20261203}
 : "${QB_TEST_PG_URL:?QB_TEST_PG_URL is not set: eval \"\$(bash scripts/services.sh)\" first}"
 
 if [[ ! -x $QB_BIN ]]; then
@@ -209,7 +211,7 @@ run() {
   set +e
   "$VENV/bin/schemathesis" --config-file "$WORK/schemathesis.toml" --no-color run \
     "$ROOT/docs/openapi.yaml" --url "http://127.0.0.1:$port" --include-tag-regex "$tags" \
-    --checks all --max-examples "$EXAMPLES" --seed 20261203 --workers 1 \
+    --checks all --max-examples "$EXAMPLES" --seed "$SEED" --workers 1 \
     --generation-database none --no-shrink >"$out" 2>&1
   local rc=$?
   set -e
