@@ -38,6 +38,11 @@ rm -rf "$book_out"
 echo "== cargo test"
 cargo test --workspace --no-fail-fast
 
+# The OpenAPI document (docs/openapi.yaml) against the running binary: Schemathesis (PyPI, in a
+# virtual environment under /var/cache made on the first run), every operation, --checks all.
+echo "== docs/openapi.yaml against the binary (Schemathesis)"
+QB_BIN="${CARGO_TARGET_DIR:-target}/debug/queuebox" bash scripts/check-openapi.sh
+
 # The capture example's own smoke test (a few seconds): the example keeps working as its README says.
 echo "== examples/cdc smoke test"
 QB_BIN="${CARGO_TARGET_DIR:-target}/debug/queuebox" bash examples/cdc/smoke.sh
