@@ -153,7 +153,7 @@ async fn a_group_mixing_new_messages_and_repeats_answers_each_in_order() {
             .await
             .expect("read the dead row");
     let text = |column: &str| -> Option<String> { row.get(column) };
-    assert_eq!(text("payload").as_deref(), Some(r#""<xml/>""#));
+    assert_eq!(text("payload").as_deref(), Some(r#"{"raw": "<xml/>"}"#));
     assert_eq!(text("state").as_deref(), Some("dead"));
     assert_eq!(text("last_error").as_deref(), Some("Invalid JSON"));
     drop(session);
