@@ -15,16 +15,21 @@ FROM debian:bookworm-slim
 RUN apt-get update \
  && apt-get install -y --no-install-recommends ca-certificates curl libssl3 zlib1g \
  && rm -rf /var/lib/apt/lists/* \
- && groupadd --system queuebox \
- && useradd --system --gid queuebox --home-dir /nonexistent --shell /usr/sbin/nologin queuebox \
+ && groupadd --system --gid 10001 queuebox \
+ && useradd --system --uid 10001 --gid queuebox --home-dir /nonexistent --shell /usr/sbin/nologin queuebox \
  && mkdir -p /etc/queuebox
 COPY --from=build /usr/local/bin/queuebox /usr/local/bin/queuebox
 COPY examples/queuebox.yml /etc/queuebox/queuebox.yml
-USER queuebox
+# The user queuebox, by number: Kubernetes' runAsNonRoot can only verify a numeric user, and
+# deploy/kubernetes sets runAsUser to the same 10001.
+USER 10001:10001
 ENV QUEUEBOX_CONFIG_FILE=/etc/queuebox/queuebox.yml
 EXPOSE 8080 9090
-# Liveness only: it touches no dependency. With server.managementPort set, point it at that port.
+# Liveness only: it touches no dependency. With server.managementPort set, the data port answers 404
+# there, so the management port is tried first: QUEUEBOX_SERVER_MANAGEMENTPORT, else 9090 (refused
+# at once when there is none), then the data port, QUEUEBOX_SERVER_HTTPPORT, else 8080. A management
+# port other than 9090 set in the file only needs QUEUEBOX_SERVER_MANAGEMENTPORT, or its own check.
 HEALTHCHECK --interval=10s --timeout=3s --start-period=30s --retries=3 \
-  CMD curl -fsS http://localhost:8080/health/live || exit 1
+  CMD ["/bin/sh", "-c", "curl -fsS -o /dev/null http://localhost:${QUEUEBOX_SERVER_MANAGEMENTPORT:-9090}/health/live || curl -fsS -o /dev/null http://localhost:${QUEUEBOX_SERVER_HTTPPORT:-8080}/health/live"]
 ENTRYPOINT ["/usr/local/bin/queuebox"]
 CMD ["serve"]
