@@ -210,6 +210,11 @@ for dep in deployments:
             fail(f"{name}: {key} reads {path} from Secret {secret_name}, which the manifests lack")
         elif key_name not in {**secret.get("data", {}), **secret.get("stringData", {})}:
             fail(f"{name}: {key} reads {path}, but Secret {secret_name} has no key {key_name}")
+        # Secret files belong to root and, with an fsGroup, to that group: a mode without the
+        # "other" read bit needs the fsGroup, or the non-root user cannot read the file.
+        mode = volume.get("secret", {}).get("defaultMode", 0o644)
+        if secret_name and not mode & 0o004 and psc.get("fsGroup") is None:
+            fail(f"{name}: {path} has mode {mode:o} and the pod no fsGroup: user {user} cannot read it")
 
     # check-config with this Deployment's environment; the secrets as dummy files.
     dummy = os.path.join(work, "secrets-" + name)
