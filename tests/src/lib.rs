@@ -8,6 +8,7 @@ pub mod broker_forms;
 pub mod buses;
 pub mod database;
 pub mod docs;
+pub mod every_path;
 pub mod inbox;
 pub mod pair;
 pub mod process;
