@@ -35,6 +35,17 @@ book_out=$(mktemp -d)
 "$mdbook_root/bin/mdbook" build docs -d "$book_out"
 rm -rf "$book_out"
 
+# The deploy kit (deploy/): alert rules and their promtool unit tests, Prometheus' config and the
+# dashboard against the metrics reference (installs Debian's prometheus, which the deploy_monitoring
+# test below runs); the Compose file against the Compose schema; the Kubernetes manifests against the
+# Kubernetes schemas, the Dockerfile through hadolint; each shipped queuebox.yml through check-config.
+echo "== deploy/monitoring: promtool rules, unit tests, config; dashboard and alerts against the docs"
+bash scripts/check-monitoring.sh
+echo "== deploy/compose: the Compose schema, the files agree, check-config"
+QB_BIN="${CARGO_TARGET_DIR:-target}/debug/queuebox" bash scripts/check-compose.sh
+echo "== deploy/kubernetes: kustomize + kubernetes-validate, check-config per Deployment, hadolint"
+QB_BIN="${CARGO_TARGET_DIR:-target}/debug/queuebox" bash scripts/check-kubernetes.sh
+
 echo "== cargo test"
 cargo test --workspace --no-fail-fast
 
