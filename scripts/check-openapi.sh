@@ -25,14 +25,9 @@ if [[ ! -x $QB_BIN ]]; then
   exit 2
 fi
 
-# The venv, reused when it holds the pinned version.
-if ! "$VENV/bin/schemathesis" --version 2>/dev/null | grep -q "version $SCHEMATHESIS_VERSION\$"; then
-  if ! python3 -m venv --clear "$VENV"; then
-    echo "check-openapi: python3 -m venv failed; on Debian install python3-venv (apt-get install python3-venv)" >&2
-    exit 2
-  fi
-  "$VENV/bin/pip" install --quiet --disable-pip-version-check "schemathesis==$SCHEMATHESIS_VERSION"
-fi
+# shellcheck source=lib/pinned-venv.sh
+source "$ROOT/scripts/lib/pinned-venv.sh"
+pinned_venv check-openapi "$VENV" "schemathesis==$SCHEMATHESIS_VERSION"
 
 WORK=$(mktemp -d)
 DB="qb_openapi_$(date +%s)_$$"
