@@ -65,6 +65,10 @@ NATS_PORT=4222
 # JetStream's state (streams, consumers) lives here; the log beside it.
 NATS_DIR=/var/lib/queuebox-nats
 
+# Redis (Streams) from Debian's package, one server on loopback with its config, data and log here.
+REDIS_PORT=6379
+REDIS_DIR=/var/lib/queuebox-redis
+
 apt_updated=0
 apt_install() {
   if [ "$apt_updated" -eq 0 ]; then
@@ -74,6 +78,22 @@ apt_install() {
   fi
   log "installing $*"
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >&2
+}
+
+# Installs packages whose maintainer scripts would start a service through invoke-rc.d, which on a
+# machine without systemd fails or hangs. A policy-rc.d that answers 101 ("action forbidden") makes
+# invoke-rc.d skip the start; the caller starts the server itself. One already in place (container
+# images ship one) is left alone.
+apt_install_without_start() {
+  local policy=/usr/sbin/policy-rc.d own_policy=0 status=0
+  if ! [ -e "$policy" ]; then
+    printf '#!/bin/sh\n# Written by QueueBox scripts/services.sh during a package install.\nexit 101\n' > "$policy"
+    chmod 755 "$policy"
+    own_policy=1
+  fi
+  apt_install "$@" || status=$?
+  [ "$own_policy" -eq 0 ] || rm -f "$policy"
+  [ "$status" -eq 0 ] || die "installing $* failed"
 }
 
 # Waits until "$@" succeeds, or fails after $1 seconds naming $2.
@@ -296,22 +316,7 @@ SQL
 # RabbitMQ from Debian's package, on loopback, as the node rabbit@localhost (a fixed node name, so
 # the CLI tools find the node whatever the machine's host name resolves to).
 start_rabbitmq() {
-  if ! command -v rabbitmq-server >/dev/null 2>&1; then
-    # The package's maintainer scripts try to start the service through invoke-rc.d, which on a
-    # machine without systemd fails or hangs. A policy-rc.d that answers 101 ("action forbidden")
-    # makes invoke-rc.d skip the start; we start the server ourselves below. One already in place
-    # (container images ship one) is left alone.
-    local policy=/usr/sbin/policy-rc.d own_policy=0
-    if ! [ -e "$policy" ]; then
-      printf '#!/bin/sh\n# Written by QueueBox scripts/services.sh during a package install.\nexit 101\n' > "$policy"
-      chmod 755 "$policy"
-      own_policy=1
-    fi
-    local status=0
-    apt_install rabbitmq-server || status=$?
-    [ "$own_policy" -eq 0 ] || rm -f "$policy"
-    [ "$status" -eq 0 ] || die "installing rabbitmq-server failed"
-  fi
+  command -v rabbitmq-server >/dev/null 2>&1 || apt_install_without_start rabbitmq-server
 
   mkdir -p /etc/rabbitmq
   local changed=0
@@ -378,6 +383,50 @@ start_nats() {
   wait_for 30 "nats-server" bash -c "exec 3<>/dev/tcp/127.0.0.1/$NATS_PORT && head -c 4 <&3 | grep -q INFO"
   log "NATS ready on 127.0.0.1:$NATS_PORT"
   echo "export QB_TEST_NATS_URL=nats://127.0.0.1:$NATS_PORT"
+}
+
+# Redis from Debian's package, started by hand (no systemd) with a config of our own in $REDIS_DIR:
+# loopback only, no persistence (test data is disposable), daemonized with its pid and log there.
+# A server already answering on the port with that config is kept; one with another config (the
+# package's own, say) is shut down and ours started in its place.
+redis_cli() { redis-cli -h 127.0.0.1 -p "$REDIS_PORT" "$@"; }
+start_redis() {
+  command -v redis-server >/dev/null 2>&1 || apt_install_without_start redis-server
+  command -v redis-cli >/dev/null 2>&1 || apt_install redis-tools
+  mkdir -p "$REDIS_DIR"
+  local conf="$REDIS_DIR/redis.conf" wanted changed=0
+  wanted=$(cat <<CONF
+# Written by QueueBox scripts/services.sh for the test suite.
+bind 127.0.0.1
+port $REDIS_PORT
+protected-mode yes
+daemonize yes
+pidfile $REDIS_DIR/redis-server.pid
+logfile $REDIS_DIR/redis-server.log
+dir $REDIS_DIR
+save ""
+appendonly no
+CONF
+)
+  if [ "$(cat "$conf" 2>/dev/null)" != "$wanted" ]; then
+    log "writing $conf"
+    printf '%s\n' "$wanted" > "$conf"
+    changed=1
+  fi
+  if [ "$(redis_cli ping 2>/dev/null)" = PONG ]; then
+    if [ "$changed" -eq 1 ] || [ "$(redis_cli config get dir 2>/dev/null | tail -n 1)" != "$REDIS_DIR" ]; then
+      log "stopping the Redis on port $REDIS_PORT to start it with $conf"
+      redis_cli shutdown nosave >/dev/null 2>&1 || true
+      wait_for 30 "Redis stop" sh -c "! redis-cli -h 127.0.0.1 -p $REDIS_PORT ping"
+    fi
+  fi
+  if [ "$(redis_cli ping 2>/dev/null)" != PONG ]; then
+    log "starting redis-server (state and log in $REDIS_DIR)"
+    redis-server "$conf" >&2
+  fi
+  wait_for 30 "redis-server" sh -c "[ \"\$(redis-cli -h 127.0.0.1 -p $REDIS_PORT ping)\" = PONG ]"
+  log "Redis ready on 127.0.0.1:$REDIS_PORT"
+  echo "export QB_TEST_REDIS_URL=redis://127.0.0.1:$REDIS_PORT"
 }
 
 # Kafka: the broker jars come from Maven Central through a throwaway Maven project (fetched once
@@ -529,3 +578,4 @@ start_postgres_pair
 start_rabbitmq
 start_kafka
 start_nats
+start_redis
