@@ -2,8 +2,9 @@
 //! delivering HTTP destination, a failing one (publish failures, a retry and a dead row), a route
 //! transform that refuses (transform failures), an HTTP source with a duplicate and a body that is
 //! not JSON, a source whose filter drops a message, the relay, retention on both tables, and
-//! PostgreSQL logical capture. A RabbitMQ, a Kafka and a NATS destination are configured (no route
-//! sends to them), so their `destination_type` series are registered.
+//! PostgreSQL logical capture, and an insert the database refuses (`storage_failed`). A RabbitMQ, a
+//! Kafka and a NATS destination each get one row they cannot publish (an exchange, a topic and a
+//! subject that do not exist on the broker), so every kind's publish failure series exists.
 //!
 //! Used by `docs_metrics` (the scrape against the metrics reference) and `deploy_monitoring`
 //! (Prometheus scraping it, with the rules and the dashboard of `deploy/monitoring/`).
@@ -67,10 +68,13 @@ fn config(
          \x20 ok:\n    type: http\n    baseUrl: {ok}\n    path: /events\n    timeoutMs: 2000\n\
          \x20 failing:\n    type: http\n    baseUrl: {failing}\n    path: /events\n    timeoutMs: 2000\n\
          \x20 amqp:\n    type: rabbitmq\n    url: {amqp}\n    exchange: qb.docs.metrics\n\
-         \x20 records:\n    type: kafka\n    bootstrapServers: {kafka}\n    topic: qb-docs-metrics\n\
+         \x20 records:\n    type: kafka\n    bootstrapServers: {kafka}\n    topic: qb-docs-metrics\n    timeoutMs: 2000\n\
          \x20 stream:\n    type: nats\n    servers: {nats}\n    subject: qb.docs.metrics\n\
          routes:\n\
          \x20 - topicPattern: \"fail.*\"\n    destination: failing\n\
+         \x20 - topicPattern: \"amqp.*\"\n    destination: amqp\n\
+         \x20 - topicPattern: \"kafka.*\"\n    destination: records\n\
+         \x20 - topicPattern: \"nats.*\"\n    destination: stream\n\
          \x20 - topicPattern: \"refused.*\"\n    destination: ok\n    transform:\n      expression: '$error(\"refused\")'\n      onError: Dead\n\
          \x20 - topicPattern: \"**\"\n    destination: ok\n\
          sources:\n\
@@ -97,10 +101,13 @@ fn service(variable: &str) -> String {
 
 /// Series the traffic creates (name and labels as the exporter renders them, or a bare family
 /// name), each with a value above zero where a value follows.
-const TRAFFIC_SERIES: [&str; 14] = [
+const TRAFFIC_SERIES: [&str; 18] = [
     "queuebox_outbox_messages_total{status=\"sent\"}",
     "queuebox_outbox_messages_total{status=\"dead\"}",
     "queuebox_outbox_publish_failures_total{destination=\"failing\",destination_type=\"http\",kind=\"rejected\"}",
+    "queuebox_outbox_publish_failures_total{destination=\"amqp\",destination_type=\"rabbitmq\",kind=\"rejected\"}",
+    "queuebox_outbox_publish_failures_total{destination=\"records\",destination_type=\"kafka\",kind=\"rejected\"}",
+    "queuebox_outbox_publish_failures_total{destination=\"stream\",destination_type=\"nats\",kind=\"rejected\"}",
     "queuebox_http_publish_responses_total{status_class=\"2xx\"}",
     "queuebox_http_publish_responses_total{status_class=\"5xx\"}",
     "queuebox_transform_failures_total{strategy=\"Dead\"}",
@@ -108,6 +115,7 @@ const TRAFFIC_SERIES: [&str; 14] = [
     "queuebox_inbox_messages_total{status=\"duplicate\"}",
     "queuebox_inbox_messages_total{status=\"forwarded\"}",
     "queuebox_inbox_rejections_total{reason=\"extraction_failed\"}",
+    "queuebox_inbox_rejections_total{reason=\"storage_failed\"}",
     "queuebox_inbox_filtered_total{source=\"filtered\"}",
     "queuebox_cleanup_last_run_timestamp{table=\"outbox\"}",
     "queuebox_cleanup_last_run_timestamp{table=\"inbox\"}",
@@ -115,7 +123,7 @@ const TRAFFIC_SERIES: [&str; 14] = [
 ];
 
 /// Families or series that must be present, whatever their value: the pending gauges after their
-/// first count, and the broker destinations' kinds (registered at start; no route sends to them).
+/// first count, and the broker destinations' kinds (registered at start).
 const PRESENT: [&str; 6] = [
     "queuebox_outbox_messages_pending",
     "queuebox_outbox_oldest_pending_age_seconds",
@@ -186,12 +194,20 @@ pub async fn start(db: &TestDatabase, slot: &str, state_dir: &Path) -> EveryPath
     db.execute(
         "INSERT INTO outbox (topic, payload) VALUES ('order.created', '{\"n\": 1}');\n\
          INSERT INTO outbox (topic, payload, max_attempts) VALUES ('fail.created', '{\"n\": 2}', 1);\n\
-         INSERT INTO outbox (topic, payload) VALUES ('refused.created', '{\"n\": 3}');",
+         INSERT INTO outbox (topic, payload) VALUES ('refused.created', '{\"n\": 3}');\n\
+         INSERT INTO outbox (topic, payload, max_attempts) VALUES ('amqp.created', '{\"n\": 4}', 1);\n\
+         INSERT INTO outbox (topic, payload, max_attempts) VALUES ('kafka.created', '{\"n\": 5}', 1);\n\
+         INSERT INTO outbox (topic, payload, max_attempts) VALUES ('nats.created', '{\"n\": 6}', 1);",
     )
     .await;
     assert_eq!(post(port, "/orders", &[], r#"{"id": "evt-1"}"#).await, 202);
     assert_eq!(post(port, "/orders", &[], r#"{"id": "evt-1"}"#).await, 200);
     assert_eq!(post(port, "/orders", &[], "not json").await, 400);
+    // The database refuses one insert, as a full disk or a broken schema would: a 500 and a
+    // `storage_failed` rejection.
+    db.execute("ALTER TABLE inbox ADD CONSTRAINT refuse_lost CHECK (idempotency_key <> 'lost')")
+        .await;
+    assert_eq!(post(port, "/orders", &[], r#"{"id": "lost"}"#).await, 500);
     assert_eq!(
         post(port, "/filtered", &[("x-env", "dev")], r#"{"id": "f-1"}"#).await,
         202
