@@ -4,7 +4,9 @@
 //! Each trait documents what an adapter MUST do. This crate depends on the domain only; it never
 //! names a database, broker or HTTP library.
 
+pub mod backoff;
 pub mod capture;
+pub mod console;
 pub mod database;
 pub mod health;
 pub mod inbox;
@@ -14,4 +16,5 @@ pub mod outbox;
 pub mod publish;
 pub mod replay;
 pub mod retention;
+pub mod source;
 pub mod transform;
