@@ -18,3 +18,4 @@ pub mod router;
 pub mod secret;
 pub mod template;
 pub mod timestamp;
+pub mod trace_context;
