@@ -12,6 +12,7 @@ pub mod lifecycle;
 pub mod relay;
 pub mod replay;
 pub mod retention;
+pub mod source;
 pub mod telemetry;
 #[cfg(test)]
 mod test_metrics;
