@@ -1,7 +1,8 @@
-//! Broker addresses: the RabbitMQ `exchange`, the Kafka `topic` and the NATS `subject`.
+//! Broker addresses: the RabbitMQ `exchange`, the Kafka `topic`, the NATS `subject` and the Redis
+//! `stream`.
 //!
 //! An address is a literal name, a template over the row fields, or (with `exchangeFrom`,
-//! `topicFrom`, `subjectFrom`) the value of one row column taken as it is. A template name that
+//! `topicFrom`, `subjectFrom`, `streamFrom`) the value of one row column taken as it is. A template name that
 //! is not a row field would render the same broken address for every row, so it is refused when
 //! the address is built, at start. An address that renders empty for one row fails that row's
 //! publish with [`EmptyAddress`]: an empty exchange is the AMQP default exchange and an empty
@@ -24,6 +25,8 @@ pub enum AddressField {
     Topic,
     /// The NATS `subject`.
     Subject,
+    /// The Redis `stream` (the stream key).
+    Stream,
 }
 
 impl AddressField {
@@ -33,6 +36,7 @@ impl AddressField {
             AddressField::Exchange => "exchange",
             AddressField::Topic => "topic",
             AddressField::Subject => "subject",
+            AddressField::Stream => "stream",
         }
     }
 }
