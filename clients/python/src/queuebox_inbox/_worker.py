@@ -1,0 +1,550 @@
+"""The synchronous worker: threads, psycopg ``Connection``."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import psycopg
+from psycopg.rows import tuple_row
+
+from ._core import (
+    CLAIM_SETTINGS,
+    SCHEMA_HINT,
+    Claimed,
+    claim_params,
+    decide,
+    decode,
+    failure_params,
+    log,
+)
+from ._errors import InboxError
+from ._message import InboxMessage
+from ._options import DeadLetter, InboxOptions
+from ._sanitize import sanitize_error
+from ._sql import render_statements
+
+
+class ConnectionSource(Protocol):
+    """Where the worker takes its connections: a ``psycopg_pool.ConnectionPool`` has this shape.
+
+    ``connection()`` lends one connection for a ``with`` block; a connection the worker closed
+    inside the block must be dropped, not reused.
+    """
+
+    def connection(self) -> AbstractContextManager[psycopg.Connection[Any]]: ...
+
+
+@dataclass(frozen=True)
+class HandlerContext:
+    """What a handler gets besides the message.
+
+    Write through ``connection`` (its transaction ``transaction`` is open; never commit or roll
+    back: the worker does, with the completion). ``cancelled`` is set when the lease is lost or a
+    stop runs out of grace; the worker then also cancels the query running on ``connection``.
+    Return (or raise) soon after it is set: nothing the handler wrote is committed.
+    """
+
+    connection: psycopg.Connection[Any]
+    transaction: psycopg.Transaction
+    cancelled: threading.Event
+
+
+Handler = Callable[[InboxMessage, HandlerContext], None]
+"""The work for one message: raise to fail it (the retry policy decides what follows)."""
+
+
+class ConninfoPool:
+    """A small pool of psycopg connections opened from a connection string.
+
+    The worker uses one when it is given a string; pass a ``psycopg_pool.ConnectionPool``
+    instead to share the application's pool.
+    """
+
+    def __init__(self, conninfo: str, **kwargs: Any) -> None:
+        self._conninfo = conninfo
+        self._kwargs = kwargs
+        self._idle: list[psycopg.Connection[Any]] = []
+        self._lock = threading.Lock()
+
+    @contextmanager
+    def connection(self) -> Iterator[psycopg.Connection[Any]]:
+        with self._lock:
+            conn = self._idle.pop() if self._idle else None
+        if conn is None:
+            conn = psycopg.connect(self._conninfo, **self._kwargs)
+        ok = False
+        try:
+            yield conn
+            ok = True
+        finally:
+            self._give_back(conn, ok)
+
+    def _give_back(self, conn: psycopg.Connection[Any], ok: bool) -> None:
+        if conn.closed or conn.broken:
+            return
+        try:
+            if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+                conn.rollback()
+        except psycopg.Error:
+            ok = False
+        if not ok and conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+            conn.close()
+            return
+        with self._lock:
+            self._idle.append(conn)
+
+    def close(self) -> None:
+        """Closes the idle connections."""
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.close()
+
+
+class _Abandoned(Exception):
+    pass
+
+
+class _ClaimLost(Exception):
+    pass
+
+
+@dataclass(eq=False)
+class _Held:
+    claimed: Claimed
+    next_renewal: float
+    cancelled: threading.Event = field(default_factory=threading.Event)
+    lost: bool = False
+    finished: bool = False
+    renewing: bool = False
+    connection: psycopg.Connection[Any] | None = None
+
+
+@dataclass(eq=False)
+class _Run:
+    cond: threading.Condition = field(default_factory=threading.Condition)
+    held: set[_Held] = field(default_factory=set)
+    running: set[_Held] = field(default_factory=set)
+    stopping: bool = False
+    renewer_stop: bool = False
+
+
+class InboxWorker:
+    """Claims and handles the rows of one pull source, on threads.
+
+    ``connection`` is a connection string or a pool with ``connection()`` (for example a
+    ``psycopg_pool.ConnectionPool``). The constructor checks the options and renders the
+    statements; it raises :class:`InboxConfigError` for a setting that cannot work.
+    """
+
+    def __init__(self, connection: str | ConnectionSource, options: InboxOptions) -> None:
+        if isinstance(connection, str):
+            self._own_pool: ConninfoPool | None = ConninfoPool(connection)
+            self._source: ConnectionSource = self._own_pool
+        elif callable(getattr(connection, "connection", None)):
+            self._own_pool = None
+            self._source = connection
+        else:
+            raise InboxError(
+                "queuebox: InboxWorker needs a connection string or a pool with connection(), "
+                "for example a psycopg_pool.ConnectionPool"
+            )
+        if not isinstance(options, InboxOptions):
+            raise InboxError("queuebox: InboxWorker needs InboxOptions")
+        self._options = options
+        self._sql = render_statements(options.schema)
+        self._stop = threading.Event()
+        self._running = False
+        self._lock = threading.Lock()
+
+    @property
+    def options(self) -> InboxOptions:
+        return self._options
+
+    def stop(self) -> None:
+        """Asks :meth:`run` to stop (from any thread or a signal handler); it returns later."""
+        self._stop.set()
+
+    def run(self, handler: Handler, stop: threading.Event | None = None) -> None:
+        """Claims and handles rows until :meth:`stop` is called or ``stop`` is set.
+
+        Then it claims nothing more, hands back the claimed rows no handler has started, waits up
+        to ``shutdown_grace`` for running handlers and cancels the rest (nothing is written for
+        them; their rows keep their attempt and return when the lease runs out), and returns once
+        every handler has returned. Raises :class:`InboxError` before the first claim when the
+        table lacks a column the library needs (the V10 schema or later).
+        """
+        if not callable(handler):
+            raise InboxError("queuebox: run needs a handler")
+        with self._lock:
+            if self._running:
+                raise InboxError("queuebox: this worker is already running")
+            self._running = True
+            self._stop.clear()
+        try:
+            self._check_schema()
+            self._loop(handler, stop)
+        finally:
+            if self._own_pool is not None:
+                self._own_pool.close()
+            with self._lock:
+                self._running = False
+
+    def _stopped(self, stop: threading.Event | None) -> bool:
+        return self._stop.is_set() or (stop is not None and stop.is_set())
+
+    def _wait(self, seconds: float, stop: threading.Event | None) -> None:
+        until = time.monotonic() + seconds
+        while not self._stopped(stop):
+            left = until - time.monotonic()
+            if left <= 0:
+                return
+            self._stop.wait(min(left, 0.05) if stop is not None else left)
+
+    def _check_schema(self) -> None:
+        try:
+            with self._source.connection() as conn, conn.transaction():
+                conn.execute(self._sql.check.text)
+        except psycopg.Error as error:
+            raise InboxError(SCHEMA_HINT + sanitize_error(error)) from None
+
+    def _loop(self, handler: Handler, stop: threading.Event | None) -> None:
+        o = self._options
+        run = _Run()
+        renewer = threading.Thread(
+            target=self._renew_loop, args=(run,), daemon=True, name="queuebox-renewal"
+        )
+        renewer.start()
+        pool = ThreadPoolExecutor(
+            max_workers=o.max_concurrency, thread_name_prefix="queuebox-handler"
+        )
+        futures: dict[Future[None], _Held] = {}
+        try:
+            while not self._stopped(stop):
+                # Room for a whole batch: the rows held (waiting or running) are down to
+                # max_concurrency.
+                with run.cond:
+                    if len(run.held) > o.max_concurrency:
+                        run.cond.wait(0.05)
+                        continue
+                rows: list[Claimed] = []
+                try:
+                    rows = self._claim(o.batch_size)
+                except Exception as error:  # noqa: BLE001 - logged, and the loop goes on
+                    if not self._stopped(stop):
+                        log(
+                            o,
+                            logging.WARNING,
+                            "inbox claim failed; waiting before the next claim",
+                            error=error,
+                        )
+                if rows:
+                    now = time.monotonic()
+                    every = o.lease / 3
+                    batch = [_Held(claimed=c, next_renewal=now + every) for c in rows]
+                    with run.cond:
+                        run.held.update(batch)
+                        run.cond.notify_all()
+                    for done in [f for f in futures if f.done()]:
+                        del futures[done]
+                    for held in batch:
+                        futures[pool.submit(self._process, run, held, handler)] = held
+                else:
+                    self._wait(o.poll_interval, stop)
+        finally:
+            with run.cond:
+                run.stopping = True
+            # Rows still waiting for a handler thread are handed back at once.
+            pool.shutdown(wait=False, cancel_futures=True)
+            for future, held in list(futures.items()):
+                if future.cancelled():
+                    self._release(held)
+                    self._finish(run, held)
+            with run.cond:
+                over = not run.cond.wait_for(lambda: not run.held, timeout=o.shutdown_grace)
+                if over:
+                    log(
+                        o,
+                        logging.WARNING,
+                        "shutdown grace ran out; cancelling running handlers, their rows return "
+                        "after the lease",
+                        handlers=len(run.running),
+                    )
+                    for held in run.running:
+                        self._cancel(held)
+            pool.shutdown(wait=True)
+            with run.cond:
+                run.renewer_stop = True
+                run.cond.notify_all()
+            renewer.join()
+
+    def _claim(self, want: int) -> list[Claimed]:
+        with self._source.connection() as conn, conn.transaction():
+            conn.execute(CLAIM_SETTINGS, prepare=True)
+            cur = conn.cursor(row_factory=tuple_row)
+            cur.execute(self._sql.claim.text, claim_params(self._options, want), prepare=True)
+            rows = cur.fetchall()
+        return decode(rows)
+
+    def _cancel(self, held: _Held) -> None:
+        held.cancelled.set()
+        conn = held.connection
+        if conn is not None:
+            # The handler was told; a cancel request that fails changes nothing more.
+            with contextlib.suppress(Exception):
+                conn.cancel_safe(timeout=5.0)
+
+    def _renew_loop(self, run: _Run) -> None:
+        o = self._options
+        every = o.lease / 3
+        while True:
+            with run.cond:
+                while True:
+                    if run.renewer_stop:
+                        return
+                    now = time.monotonic()
+                    live = [
+                        h
+                        for h in run.held
+                        if not h.finished and not h.renewing and not h.cancelled.is_set()
+                    ]
+                    due = [h for h in live if h.next_renewal <= now]
+                    if due:
+                        for h in due:
+                            h.renewing = True
+                        break
+                    nxt = min((h.next_renewal for h in live), default=None)
+                    run.cond.wait(None if nxt is None else nxt - now)
+            lost: list[tuple[_Held, str]] = []
+            try:
+                with self._source.connection() as conn:
+                    for h in due:
+                        params = {
+                            "id": h.claimed.message.id,
+                            "token": h.claimed.token,
+                            "lease_ms": o.lease_ms,
+                        }
+                        try:
+                            with conn.transaction():
+                                changed = conn.execute(
+                                    self._sql.renew.text, params, prepare=True
+                                ).rowcount
+                        except psycopg.Error as error:
+                            lost.append((h, f"the renewal failed: {sanitize_error(error)}"))
+                            if conn.closed or conn.broken:
+                                raise
+                            continue
+                        h.next_renewal = time.monotonic() + every
+                        if changed != 1:
+                            lost.append((h, "the renewal found no row: another worker owns it"))
+            except Exception as error:  # noqa: BLE001 - every row not renewed is lost
+                done = {h for h, _ in lost}
+                lost.extend(
+                    (h, f"the renewal failed: {sanitize_error(error)}")
+                    for h in due
+                    if h not in done
+                )
+            for h, reason in lost:
+                with run.cond:
+                    h.lost = True
+                if not h.finished:
+                    log(
+                        o,
+                        logging.WARNING,
+                        "inbox lease lost; cancelling the handler, its writes roll back",
+                        id=h.claimed.message.id,
+                        reason=reason,
+                    )
+                    self._cancel(h)
+            with run.cond:
+                for h in due:
+                    h.renewing = False
+                run.cond.notify_all()
+
+    def _finish(self, run: _Run, held: _Held) -> None:
+        with run.cond:
+            held.finished = True
+            held.connection = None
+            run.held.discard(held)
+            run.running.discard(held)
+            run.cond.notify_all()
+
+    def _end_renewal(self, run: _Run, held: _Held) -> None:
+        with run.cond:
+            held.finished = True
+            run.cond.wait_for(lambda: not held.renewing)
+
+    def _process(self, run: _Run, held: _Held, handler: Handler) -> None:
+        with run.cond:
+            start = not run.stopping and not held.lost and not held.cancelled.is_set()
+            if start:
+                run.running.add(held)
+        try:
+            if not start:
+                if held.lost:
+                    log(
+                        self._options,
+                        logging.WARNING,
+                        "inbox lease lost before the handler started; the row is left to its "
+                        "new owner",
+                        id=held.claimed.message.id,
+                    )
+                else:
+                    self._release(held)
+                return
+            self._handle(run, held, handler)
+        except Exception as error:  # noqa: BLE001 - logged; the row returns after its lease
+            log(
+                self._options,
+                logging.ERROR,
+                "inbox row processing failed; the row returns after its lease",
+                id=held.claimed.message.id,
+                error=error,
+            )
+        finally:
+            self._finish(run, held)
+
+    def _handle(self, run: _Run, held: _Held, handler: Handler) -> None:
+        o = self._options
+        claimed = held.claimed
+        message = claimed.message
+        failure: Exception | None = None
+        try:
+            with self._source.connection() as conn:
+                with run.cond:
+                    held.connection = conn
+                try:
+                    with conn.transaction() as tx:
+                        try:
+                            handler(message, HandlerContext(conn, tx, held.cancelled))
+                        except Exception as error:
+                            failure = error
+                            raise
+                        self._end_renewal(run, held)
+                        if held.cancelled.is_set():
+                            raise _Abandoned()
+                        with run.cond:
+                            held.connection = None
+                        changed = conn.execute(
+                            self._sql.complete.text,
+                            {"id": message.id, "token": claimed.token},
+                            prepare=True,
+                        ).rowcount
+                        if changed != 1:
+                            raise _ClaimLost()
+                except _Abandoned:
+                    log(
+                        o,
+                        logging.WARNING,
+                        "inbox handler cancelled; its writes rolled back and nothing written for "
+                        "the row",
+                        id=message.id,
+                    )
+                    return
+                except _ClaimLost:
+                    log(
+                        o,
+                        logging.WARNING,
+                        "completion found no row: claim lost, handler writes rolled back",
+                        id=message.id,
+                    )
+                    return
+                except Exception as error:  # noqa: BLE001 - the handler's failure or the completion's
+                    if failure is None:
+                        log(
+                            o,
+                            logging.WARNING,
+                            "completion failed; handler writes rolled back, the row returns "
+                            "after its lease",
+                            id=message.id,
+                            error=error,
+                        )
+                        return
+                    self._end_renewal(run, held)
+                    with run.cond:
+                        held.connection = None
+                    if held.cancelled.is_set():
+                        log(
+                            o,
+                            logging.WARNING,
+                            "inbox handler cancelled; its writes rolled back and nothing written "
+                            "for the row",
+                            id=message.id,
+                            error=error,
+                        )
+                        return
+                    self._fail(conn, claimed, failure)
+        except psycopg.Error as error:
+            log(
+                o,
+                logging.WARNING,
+                "could not use a connection for the handler; the row returns after its lease",
+                id=message.id,
+                error=error,
+            )
+
+    def _release(self, held: _Held) -> None:
+        # A row that never reached a handler goes back to the claims: pending again, same
+        # attempt, fenced on the token. When this fails the row still returns, after its lease.
+        try:
+            with self._source.connection() as conn, conn.transaction():
+                conn.execute(
+                    self._sql.release.text,
+                    {"id": held.claimed.message.id, "token": held.claimed.token},
+                    prepare=True,
+                )
+        except Exception as error:  # noqa: BLE001 - logged
+            log(
+                self._options,
+                logging.WARNING,
+                "could not hand an unstarted row back; it returns after its lease",
+                id=held.claimed.message.id,
+                error=error,
+            )
+
+    def _fail(self, conn: psycopg.Connection[Any], claimed: Claimed, failure: Exception) -> None:
+        o = self._options
+        message = claimed.message
+        text = sanitize_error(failure)
+        action = decide(o, message, failure)
+        dead = isinstance(action, DeadLetter)
+        fields: dict[str, object] = {
+            "id": message.id,
+            "attempt": message.attempt,
+            "action": "dead letter" if dead else "retry",
+            "error": text,
+        }
+        if message.correlation_id is not None:
+            fields["correlation_id"] = message.correlation_id
+        statement = self._sql.dead if dead else self._sql.retry
+        try:
+            with conn.transaction():
+                changed = conn.execute(
+                    statement.text, failure_params(claimed, action, text), prepare=True
+                ).rowcount
+        except psycopg.Error as error:
+            log(
+                o,
+                logging.ERROR,
+                "recording the handler failure failed; the row returns after its lease",
+                database_error=error,
+                **fields,
+            )
+            return
+        if changed == 1:
+            log(o, logging.WARNING, "inbox handler failed", **fields)
+        else:
+            log(
+                o,
+                logging.WARNING,
+                "claim lost before the failure could be recorded; the new owner has the row",
+                **fields,
+            )
