@@ -16,5 +16,6 @@ pub mod source;
 pub mod telemetry;
 #[cfg(test)]
 mod test_metrics;
+pub mod trace;
 pub mod transform;
 pub mod worker_health;

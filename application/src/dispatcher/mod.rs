@@ -40,6 +40,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 use tokio::sync::{Notify, Semaphore, mpsc};
 use tokio::task::JoinSet;
+use tracing::Instrument as _;
 
 /// How many batches of claimed rows the dispatcher holds at most (claimed, not yet finished).
 const HELD_BATCHES: usize = 4;
@@ -204,8 +205,26 @@ impl Dispatcher {
                     // holds keys back that the walk will reach anyway.
                     released_keys: released.take(room.div_ceil(2)),
                 };
+                // The claim span of this batch: a child of the rows' trace when they share one,
+                // otherwise linked to each (export off: disabled).
+                let span = tracing::info_span!(
+                    target: crate::trace::TARGET,
+                    "claim",
+                    otel.name = "claim outbox",
+                    otel.kind = "consumer",
+                    messaging.operation.type = "receive",
+                    messaging.batch.message_count = tracing::field::Empty,
+                );
                 match self.store.claim(&request).await {
                     Ok(claim) => {
+                        if !span.is_disabled() {
+                            span.record("messaging.batch.message_count", claim.rows.len());
+                            crate::trace::batch_of(
+                                &span,
+                                claim.rows.iter().map(|row| row.headers.as_slice()),
+                            );
+                        }
+                        drop(span);
                         self.health.claim_succeeded();
                         cursor = claim.next_key_cursor;
                         full = claim.rows.len() >= room;
@@ -424,9 +443,26 @@ async fn publish(
         Ok(payload) => payload,
         Err(outcome) => return (outcome, None),
     };
-    let message = outbound(row, payload, resolved.route_key);
+    let mut message = outbound(row, payload, resolved.route_key);
+    // The publish span of this message and attempt; the destination receives its context.
+    let span = tracing::info_span!(
+        target: crate::trace::TARGET,
+        "publish",
+        otel.name = %format_args!("publish {}", destination.name),
+        otel.kind = "producer",
+        messaging.operation.type = "send",
+        messaging.system = destination.kind,
+        messaging.destination.name = %destination.name,
+        messaging.message.id = %message.id,
+        queuebox.attempt = row.attempt,
+        queuebox.outcome = tracing::field::Empty,
+        error.type = tracing::field::Empty,
+        otel.status_code = tracing::field::Empty,
+    );
+    crate::trace::continue_from(&span, &row.headers);
+    crate::trace::inject(&span, &mut message.headers);
     let publish_started = Instant::now();
-    let result = publisher.publish(&message).await;
+    let result = publisher.publish(&message).instrument(span.clone()).await;
     destination
         .metrics
         .publish
@@ -434,9 +470,12 @@ async fn publish(
     match result {
         Ok(()) => {
             destination.metrics.success.increment(1);
+            span.record("queuebox.outcome", "delivered");
             (DeliveryOutcome::Delivered, None)
         }
         Err(error) => {
+            span.record("queuebox.outcome", "failed");
+            crate::trace::record_failure(&span, error.kind.as_str());
             destination.metrics.publish_failed(error.kind);
             let outcome = DeliveryOutcome::Failed {
                 reason: error.reason,

@@ -36,6 +36,7 @@ use source_stage::SourceStage;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use tracing::Instrument as _;
 
 /// What the pipeline needs to know about one source, built from its configuration at start.
 #[derive(Debug, Clone)]
@@ -213,10 +214,12 @@ impl IngestPipeline {
             event_type,
             aggregate_id,
         } = attributes;
-        let headers = stored_headers(
+        let mut headers = stored_headers(
             &received.headers,
             spec.auth.as_ref().map(CredentialCheck::credential_header),
         );
+        // The stored trace context is the receive span's, so the relay and pull clients continue it.
+        crate::trace::inject(&tracing::Span::current(), &mut headers);
         if let Err(unstorable) =
             check_row_fields(&idempotency_key, &aggregate_id, &event_type, &headers)
         {
@@ -474,7 +477,19 @@ fn check_row_fields(
 impl Ingest for IngestPipeline {
     async fn ingest(&self, source: &str, received: Received) -> Ingested {
         match self.sources.get(source) {
-            Some(prepared) => self.run(prepared, received).await,
+            Some(prepared) => {
+                // The receive span (export off: disabled, nothing below costs anything).
+                let span = tracing::info_span!(
+                    target: crate::trace::TARGET,
+                    "receive",
+                    otel.name = %format_args!("receive {source}"),
+                    otel.kind = "consumer",
+                    messaging.operation.type = "receive",
+                    messaging.destination.name = source,
+                );
+                crate::trace::continue_from(&span, &received.headers);
+                self.run(prepared, received).instrument(span).await
+            }
             None => {
                 tracing::error!(source, "ingest called for a source that is not configured");
                 Ingested::early(IngestOutcome::UnknownSource)

@@ -47,13 +47,30 @@ pub(crate) async fn forward_batch(
 ) -> Outcome {
     let mut outcome = Outcome::default();
     let mut forwards = Vec::with_capacity(rows.len());
+    // One relay span per forwarded row, ended when the batch's forward is over (export off: the
+    // spans are disabled and this stays empty).
+    let mut spans = Vec::new();
     for row in rows {
         match topics
             .render(&row.source, row.event_type.as_deref())
             .and_then(fits_the_topic_column)
         {
             Ok(topic) => {
-                let headers = relay_headers(&row);
+                let mut headers = relay_headers(&row);
+                let span = tracing::info_span!(
+                    target: crate::trace::TARGET,
+                    "relay",
+                    otel.name = %format_args!("relay {}", row.source),
+                    otel.kind = "internal",
+                    messaging.operation.type = "process",
+                    messaging.destination.name = %row.source,
+                    messaging.message.id = %row.id,
+                );
+                if !span.is_disabled() {
+                    crate::trace::continue_from(&span, &row.headers);
+                    crate::trace::inject(&span, &mut headers);
+                    spans.push(span);
+                }
                 forwards.push(ForwardedRow {
                     inbox_id: row.id,
                     claim_token: row.claim_token,
@@ -95,6 +112,7 @@ pub(crate) async fn forward_batch(
         }
         None => outcome.failed += forwards.len() as u64,
     }
+    drop(spans);
     outcome
 }
 
