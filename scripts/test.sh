@@ -92,3 +92,22 @@ echo "== clients/typescript: npm ci, build, node --test"
     npm ci --no-audit --no-fund
     npm test
 )
+
+# The Python pull client (its own package, clients/python/pyproject.toml): pinned tools in a
+# virtual environment under /var/cache (made on the first run, from PyPI), the package installed
+# from the checkout as a user would, then ruff, mypy --strict and pytest (the shared conformance
+# scenarios with the threaded and the asyncio worker, the contract SQL check, both examples).
+echo "== clients/python: pip install, ruff, mypy --strict, pytest"
+(
+    source scripts/lib/pinned-venv.sh
+    venv="${QB_PYCLIENT_VENV:-/var/cache/queuebox-pyvenv-pyclient}"
+    pinned_venv clients/python "$venv" psycopg==3.3.9 psycopg-binary==3.3.9 hatchling==1.33.0 \
+        pytest==9.2.0 mypy==2.4.1 ruff==0.17.6 sqlalchemy==2.1.9
+    "$venv/bin/pip" install --quiet --disable-pip-version-check --no-build-isolation --no-deps \
+        --force-reinstall ./clients/python
+    cd clients/python
+    "$venv/bin/ruff" check --no-cache .
+    "$venv/bin/ruff" format --check --no-cache .
+    "$venv/bin/mypy" --strict --cache-dir "$venv/mypy-cache"
+    "$venv/bin/pytest" -q -p no:cacheprovider
+)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Pull throughput of the three pull clients (clients/rust, clients/go, clients/typescript) against
+# Pull throughput of the pull clients (clients/rust, clients/go, clients/typescript, clients/python) against
 # the contract's own ceiling (run-pull-ceiling.sh), measured in the same run on the same data set:
 # 50,000 pending pull rows over 1,000 aggregates round robin (scenario agg1000 of run-pull.sh),
 # WORKERS workers of one client in one process, a no-op handler.
@@ -7,10 +7,12 @@
 #   bench/inbox/run-pull-clients.sh [RUNS=1]
 #
 # Environment: ROWS (50000), WORKERS (4), CONFIGS (BATCH:CONCURRENCY pairs of every worker,
-# default "10:10 25:25"), CLIENT_SET (default "rust go typescript"), RUN_TIMEOUT (120 s a run).
+# default "10:10 25:25"), CLIENT_SET (default "rust go typescript python python-asyncio"; python is
+# the threaded InboxWorker, python-asyncio the AsyncInboxWorker), RUN_TIMEOUT (120 s a run),
+# QB_PYCLIENT_VENV (the venv of scripts/test.sh's Python block, /var/cache/queuebox-pyvenv-pyclient).
 # Order: the ceiling first (run-pull-ceiling.sh RUNS "<the batches of CONFIGS>"), then per run,
 # per config, each client in turn on a fresh copy of the template. The bench programs:
-# pullbench (Rust), pullbench-go, pullbench-ts; each prints handled/rate/cpu lines alike, rate =
+# pullbench (Rust), pullbench-go, pullbench-ts, pullbench-py; each prints handled/rate/cpu lines alike, rate =
 # (rows - 1) / (time of the last handler call - time of the first).
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -18,7 +20,8 @@ RUNS=${1:-1}
 ROWS=${ROWS:-50000}
 WORKERS=${WORKERS:-4}
 CONFIGS=${CONFIGS:-10:10 25:25}
-CLIENT_SET=${CLIENT_SET:-rust go typescript}
+CLIENT_SET=${CLIENT_SET:-rust go typescript python python-asyncio}
+PYVENV=${QB_PYCLIENT_VENV:-/var/cache/queuebox-pyvenv-pyclient}
 RUN_TIMEOUT=${RUN_TIMEOUT:-120}
 need_qb
 
@@ -29,6 +32,11 @@ for client in $CLIENT_SET; do
     typescript)
       (cd "$REPO_DIR/clients/typescript" && { [ -d node_modules ] || npm ci --no-audit --no-fund >/dev/null; } && npm run -s build) ||
         die "build of clients/typescript failed" ;;
+    python | python-asyncio)
+      [ -x "$PYVENV/bin/python" ] || python3 -m venv "$PYVENV" || die "python3 -m venv $PYVENV failed"
+      { "$PYVENV/bin/pip" install --quiet --disable-pip-version-check "$REPO_DIR/clients/python[binary]" &&
+        "$PYVENV/bin/pip" install --quiet --disable-pip-version-check --force-reinstall --no-deps \
+          "$REPO_DIR/clients/python"; } || die "install of clients/python failed" ;;
     *) die "unknown client $client" ;;
   esac
 done
@@ -39,6 +47,8 @@ bench_cmd() {
     rust) echo "$PULLBENCH_BIN" ;;
     go) echo "$WORK/pullbench-go" ;;
     typescript) echo "node $INBOX_BENCH_DIR/pullbench-ts/bench.mjs" ;;
+    python) echo "$PYVENV/bin/python $INBOX_BENCH_DIR/pullbench-py/bench.py --mode threads" ;;
+    python-asyncio) echo "$PYVENV/bin/python $INBOX_BENCH_DIR/pullbench-py/bench.py --mode asyncio" ;;
   esac
 }
 

@@ -128,6 +128,7 @@ class _Run:
     running: set[_Held] = field(default_factory=set)
     consumers: set[asyncio.Task[None]] = field(default_factory=set)
     stopping: bool = False
+    stop: asyncio.Event | None = None
 
 
 class AsyncInboxWorker:
@@ -198,7 +199,7 @@ class AsyncInboxWorker:
 
     async def _loop(self, handler: AsyncHandler, stop: asyncio.Event) -> None:
         o = self._options
-        run = _Run()
+        run = _Run(stop=stop)
         try:
             while not stop.is_set():
                 if len(run.held) > o.max_concurrency:
@@ -324,7 +325,9 @@ class AsyncInboxWorker:
         await _notify(run)
 
     async def _consume(self, run: _Run, handler: AsyncHandler) -> None:
-        while run.waiting and not run.stopping:
+        # The stop is checked here too: a slot can free up before the claim loop sees the stop,
+        # and the rows still waiting are then handed back by the loop.
+        while run.waiting and not run.stopping and not (run.stop is not None and run.stop.is_set()):
             held = run.waiting.popleft()
             if held.lost or held.cancelled.is_set():
                 log(

@@ -135,6 +135,7 @@ class _Run:
     running: set[_Held] = field(default_factory=set)
     stopping: bool = False
     renewer_stop: bool = False
+    stop: threading.Event | None = None
 
 
 class InboxWorker:
@@ -218,7 +219,7 @@ class InboxWorker:
 
     def _loop(self, handler: Handler, stop: threading.Event | None) -> None:
         o = self._options
-        run = _Run()
+        run = _Run(stop=stop)
         renewer = threading.Thread(
             target=self._renew_loop, args=(run,), daemon=True, name="queuebox-renewal"
         )
@@ -384,7 +385,14 @@ class InboxWorker:
 
     def _process(self, run: _Run, held: _Held, handler: Handler) -> None:
         with run.cond:
-            start = not run.stopping and not held.lost and not held.cancelled.is_set()
+            # The stop is checked here too: a handler slot can free up before the claim loop sees
+            # the stop, and a row not yet started must not start then.
+            start = (
+                not run.stopping
+                and not self._stopped(run.stop)
+                and not held.lost
+                and not held.cancelled.is_set()
+            )
             if start:
                 run.running.add(held)
         try:
