@@ -2,6 +2,7 @@
 //! driver, and [`DatabaseBackend`], the open database the binary wires the use cases to.
 
 use crate::capture::{CapturePorts, CaptureRequest, WakeChannel};
+use crate::console::ConsoleStore;
 use crate::health::HealthCheck;
 use crate::inbox::{InboxStore, RelayStore};
 use crate::outbox::OutboxStore;
@@ -192,6 +193,12 @@ pub trait DatabaseBackend: Send + Sync {
 
     /// Both tables, for the retention cleanup.
     fn retention_store(&self) -> Arc<dyn RetentionStore>;
+
+    /// The reads of the operator console; `None` when this backend has none (the console is then
+    /// refused at start).
+    fn console_store(&self) -> Option<Arc<dyn ConsoleStore>> {
+        None
+    }
 
     /// The `database` health component.
     fn health_check(&self) -> Arc<dyn HealthCheck>;
