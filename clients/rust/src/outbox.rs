@@ -511,7 +511,9 @@ fn check_nul(document: &Value) -> Result<(), OutboxError> {
 }
 
 /// The JSONPath of the first string or member name holding U+0000, depth first, without
-/// recursion (a deep document cannot exhaust the stack).
+/// recursion (a deep document cannot exhaust the stack). The inbox's check in the service
+/// (`domain/src/inbox/limits.rs`) walks the same way and names places alike; this crate builds
+/// apart from the service, so it carries its own copy.
 fn nul_path(document: &Value) -> Option<String> {
     let mut stack: Vec<(&Value, String)> = vec![(document, "$".to_owned())];
     while let Some((value, path)) = stack.pop() {

@@ -21,3 +21,5 @@ export type {
 export { defaultSchema, inboxSql } from "./sql.js";
 export type { InboxDialect, InboxSchema, InboxStatement, InboxStatements } from "./sql.js";
 export { MAX_ERROR_LENGTH, sanitize, sanitizeError } from "./sanitize.js";
+export { OutboxRefusedError, OutboxWriter, defaultOutboxSchema, writeOutbox } from "./outbox.js";
+export type { OutboxMessage, OutboxQueryable, OutboxSchema, OutboxWriterOptions } from "./outbox.js";
