@@ -139,6 +139,18 @@ impl PostgresDatabase {
         crate::replay_store::PgReplayStore::new(self.pool.clone(), Arc::clone(&self.statements))
     }
 
+    /// The console's reads, rendered for the configured names.
+    ///
+    /// # Errors
+    /// A name breaks the identifier rule (checked at connect already, so a last guard).
+    pub fn console_store(&self) -> Result<crate::console_store::PgConsoleStore, PostgresError> {
+        let statements = crate::console_store::ConsoleStatements::render(&self.options.schema)?;
+        Ok(crate::console_store::PgConsoleStore::new(
+            self.pool.clone(),
+            statements,
+        ))
+    }
+
     /// The rendered statements.
     pub fn statements(&self) -> &Statements {
         &self.statements
@@ -190,6 +202,16 @@ impl DatabaseBackend for PostgresDatabase {
 
     fn retention_store(&self) -> Arc<dyn RetentionStore> {
         Arc::new(PostgresDatabase::retention_store(self))
+    }
+
+    fn console_store(&self) -> Option<Arc<dyn queuebox_ports::console::ConsoleStore>> {
+        match PostgresDatabase::console_store(self) {
+            Ok(store) => Some(Arc::new(store)),
+            Err(error) => {
+                tracing::error!(%error, "the console statements do not render");
+                None
+            }
+        }
     }
 
     fn health_check(&self) -> Arc<dyn HealthCheck> {

@@ -11,6 +11,7 @@
 
 mod capture;
 mod connect;
+mod console_store;
 mod database;
 mod error;
 mod failover;
@@ -34,6 +35,7 @@ pub use capture::{
     ANNOUNCE_STATEMENT, CaptureConnection, PgCaptureConnector, PgCaptureStateStore, PgWakeChannel,
 };
 pub use connect::DEFAULT_APPLICATION_NAME;
+pub use console_store::{ConsoleStatements, PgConsoleStore};
 pub use database::{PostgresDatabase, connect};
 pub use error::{PostgresError, sqlstate};
 pub use guard::{SchemaProblem, inbox_headers_fix, outbox_sequence_fix};

@@ -263,7 +263,7 @@ pub(crate) fn quote(name: &str) -> String {
     format!("\"{name}\"")
 }
 
-fn render_template(
+pub(crate) fn render_template(
     template_name: &'static str,
     template: &str,
     names: &SchemaNames,
