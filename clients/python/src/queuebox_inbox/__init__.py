@@ -28,6 +28,15 @@ from ._options import (
     RetryPolicy,
     default_retry_policy,
 )
+from ._outbox import (
+    HeaderHook,
+    OutboxMessage,
+    OutboxRefusedError,
+    OutboxSchema,
+    OutboxWriter,
+    write_outbox,
+    write_outbox_async,
+)
 from ._sanitize import MAX_ERROR_LENGTH, sanitize, sanitize_error
 from ._sql import InboxSchema, Statement, Statements, contract_sql, render_statements
 from ._worker import ConnectionSource, ConninfoPool, Handler, HandlerContext, InboxWorker
@@ -47,12 +56,17 @@ __all__ = [
     "FailureAction",
     "Handler",
     "HandlerContext",
+    "HeaderHook",
     "InboxConfigError",
     "InboxError",
     "InboxMessage",
     "InboxOptions",
     "InboxSchema",
     "InboxWorker",
+    "OutboxMessage",
+    "OutboxRefusedError",
+    "OutboxSchema",
+    "OutboxWriter",
     "RetryAfter",
     "RetryPolicy",
     "Statement",
@@ -62,4 +76,6 @@ __all__ = [
     "render_statements",
     "sanitize",
     "sanitize_error",
+    "write_outbox",
+    "write_outbox_async",
 ]
