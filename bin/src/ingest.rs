@@ -14,6 +14,7 @@ use queuebox_config::{
 use queuebox_domain::glob::TopicPattern;
 use queuebox_domain::inbox::auth::{CredentialCheck, HmacAlgorithm, HmacCheck, TimestampRule};
 use queuebox_domain::inbox::filter::{Condition, HeaderFilter, HeaderRule};
+use queuebox_domain::inbox::signatures::{DEFAULT_TOLERANCE_SECONDS, Scheme, SignatureCheck};
 use queuebox_domain::jsonpath::JsonPath;
 use queuebox_ports::inbox::Consumption;
 
@@ -43,7 +44,9 @@ fn ingest_source(name: &str, source: &Source) -> anyhow::Result<IngestSource> {
     };
     let (auth, requests_per_minute) = match &source.kind {
         SourceKind::Http(http) => (
-            http.auth.as_ref().map(credential_check),
+            http.auth
+                .as_ref()
+                .map(|auth| with_default_attributes(credential_check(auth), source)),
             source.rate_limit.map(|limit| limit.requests_per_minute),
         ),
         // The auth block and the rate limit belong to HTTP sources; the other kinds ignore them.
@@ -51,7 +54,15 @@ fn ingest_source(name: &str, source: &Source) -> anyhow::Result<IngestSource> {
     };
     Ok(IngestSource {
         name: name.to_owned(),
-        idempotency_key_path: path("idempotencyKeyPath", &source.idempotency_key_path)?,
+        // Empty when a provider auth kind supplies the key from a header; the path is not read.
+        idempotency_key_path: path(
+            "idempotencyKeyPath",
+            if source.idempotency_key_path.trim().is_empty() {
+                "$"
+            } else {
+                &source.idempotency_key_path
+            },
+        )?,
         event_type_path: optional_path("eventTypePath", source.event_type_path.as_ref())?,
         aggregate_id_path: optional_path("aggregateIdPath", source.aggregate_id_path.as_ref())?,
         consumption: match source.consumption {
@@ -90,6 +101,11 @@ pub fn credential_check(auth: &InboundAuth) -> CredentialCheck {
             header: header_name.clone(),
             key: key.clone(),
         },
+        InboundAuth::StandardWebhooks(_)
+        | InboundAuth::Stripe(_)
+        | InboundAuth::Github(_)
+        | InboundAuth::Shopify(_)
+        | InboundAuth::Slack(_) => signature_check(auth),
         InboundAuth::Hmac(hmac) => CredentialCheck::Hmac(HmacCheck {
             secret: hmac.secret.clone(),
             header: hmac.header_name.clone(),
@@ -108,6 +124,40 @@ pub fn credential_check(auth: &InboundAuth) -> CredentialCheck {
             }),
         }),
     }
+}
+
+/// The check of a provider signature `auth` block.
+fn signature_check(auth: &InboundAuth) -> CredentialCheck {
+    let Some((scheme, signed)) = auth.signed() else {
+        return CredentialCheck::Signature(SignatureCheck::refusing(Scheme::StandardWebhooks));
+    };
+    let tolerance_seconds = signed
+        .timestamp_tolerance
+        .map_or(DEFAULT_TOLERANCE_SECONDS, |tolerance| tolerance.as_secs());
+    CredentialCheck::Signature(
+        SignatureCheck::new(scheme, &signed.secrets, tolerance_seconds)
+            .unwrap_or_else(|_| SignatureCheck::refusing(scheme)),
+    )
+}
+
+/// A provider check with the headers its scheme reads the idempotency key and the event type
+/// from, when the source sets no path for them.
+fn with_default_attributes(check: CredentialCheck, source: &Source) -> CredentialCheck {
+    let CredentialCheck::Signature(mut signature) = check else {
+        return check;
+    };
+    let scheme = signature.scheme();
+    if source.idempotency_key_path.trim().is_empty() {
+        signature.key_header = scheme.default_key_header().map(str::to_owned);
+    }
+    if source
+        .event_type_path
+        .as_ref()
+        .is_none_or(|path| path.trim().is_empty())
+    {
+        signature.event_type_header = scheme.default_event_type_header().map(str::to_owned);
+    }
+    CredentialCheck::Signature(signature)
 }
 
 fn header_filter(filter: &Filter) -> anyhow::Result<HeaderFilter> {

@@ -173,6 +173,17 @@ const VARIANTS: &[&str] = &[
         sources: {"<name>": {bootstrapServers: k, topics: [t], groupId: g}}}"#,
     r#"{destinations: {"<name>": {servers: "nats://n", subject: s}},
         sources: {"<name>": {servers: "nats://n", stream: s, durable: d}}}"#,
+    // The provider signature kinds share their keys, so `type` selects them.
+    r#"{destinations: {"<name>": {baseUrl: "http://d", signing: {secrets: [s]}}},
+        sources: {"<name>": {path: /a, auth: {type: standardWebhooks, secrets: [s]}}}}"#,
+    r#"{destinations: {"<name>": {baseUrl: "http://d"}},
+        sources: {"<name>": {path: /a, auth: {type: stripe, secrets: [s]}}}}"#,
+    r#"{destinations: {"<name>": {baseUrl: "http://d"}},
+        sources: {"<name>": {path: /a, auth: {type: github, secrets: [s]}}}}"#,
+    r#"{destinations: {"<name>": {baseUrl: "http://d"}},
+        sources: {"<name>": {path: /a, auth: {type: shopify, secrets: [s]}}}}"#,
+    r#"{destinations: {"<name>": {baseUrl: "http://d"}},
+        sources: {"<name>": {path: /a, auth: {type: slack, secrets: [s]}}}}"#,
 ];
 
 /// A catalog that cannot be built or that contradicts itself; the drift tests report it.

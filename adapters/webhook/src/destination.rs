@@ -6,6 +6,7 @@ use crate::error::WebhookError;
 use crate::oauth2::{RESERVED_PARAMS, TokenSource};
 use crate::options::{HttpAuth, HttpDestinationOptions};
 use crate::response::{count_response, read_body_prefix, rejected, transport_failure};
+use crate::signing::Signer;
 use crate::tls::ensure_crypto_provider;
 use crate::url_check::{check_absolute, check_path, join, mask_userinfo};
 use async_trait::async_trait;
@@ -37,6 +38,7 @@ pub struct HttpDestination {
     auth: Authenticator,
     redactor: Redactor,
     client: Client,
+    signer: Option<Signer>,
 }
 
 impl HttpDestination {
@@ -147,6 +149,12 @@ impl HttpDestination {
                 reason: e.to_string(),
             })?;
 
+        let signer = options
+            .signing
+            .as_ref()
+            .map(Signer::new)
+            .transpose()
+            .map_err(|bad| invalid(format!("signing.secrets: {bad}")))?;
         let redactor = auth.redactor(options.max_error_body_bytes);
         Ok(Self {
             name: options.name,
@@ -156,6 +164,7 @@ impl HttpDestination {
             auth,
             redactor,
             client,
+            signer,
         })
     }
 
@@ -231,7 +240,10 @@ impl HttpDestination {
         message: &OutboundMessage,
         auth: Option<&AuthHeader>,
     ) -> Result<Response, PublishError> {
-        let headers = self.header_map(message, auth)?;
+        let mut headers = self.header_map(message, auth)?;
+        if let Some(signer) = &self.signer {
+            signer.sign(&mut headers, &message.id, message.payload.as_bytes());
+        }
         let sent = self
             .client
             .post(self.url.clone())

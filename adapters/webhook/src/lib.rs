@@ -25,6 +25,7 @@ mod error;
 mod oauth2;
 mod options;
 mod response;
+mod signing;
 mod tls;
 mod url_check;
 
@@ -34,3 +35,4 @@ pub use options::{
     DEFAULT_MAX_ERROR_BODY_BYTES, DEFAULT_MAX_IDLE_CONNECTIONS, DEFAULT_PATH, DEFAULT_TIMEOUT,
     HttpAuth, HttpDestinationOptions, OAuth2Options,
 };
+pub use signing::SigningOptions;

@@ -35,6 +35,8 @@ pub struct HttpDestinationOptions {
     /// Idle keep-alive connections kept per host; set it to at least `outbox.concurrency` so a
     /// busy destination reuses connections instead of opening new ones.
     pub max_idle_connections: usize,
+    /// `signing`: Standard Webhooks headers on every request.
+    pub signing: Option<crate::signing::SigningOptions>,
 }
 
 impl HttpDestinationOptions {
@@ -50,6 +52,7 @@ impl HttpDestinationOptions {
             max_error_body_bytes: DEFAULT_MAX_ERROR_BODY_BYTES,
             block_private_addresses: false,
             max_idle_connections: DEFAULT_MAX_IDLE_CONNECTIONS,
+            signing: None,
         }
     }
 }

@@ -10,6 +10,7 @@
 //! At a broker source an empty value counts as none, so the next choice is taken.
 
 use super::{AttributeHeaders, IngestKind, IngestSource};
+use queuebox_domain::inbox::auth::CredentialCheck;
 use queuebox_domain::inbox::dead_letter::body_digest;
 use queuebox_domain::inbox::header_value;
 use queuebox_ports::ingest::Received;
@@ -41,9 +42,22 @@ pub(super) fn extract(
         let text = |path: &Option<queuebox_domain::jsonpath::JsonPath>| {
             path.as_ref().and_then(|path| path.text(document))
         };
+        // A provider signature check names the headers its scheme carries the key and the event
+        // type in, when the source sets no path for them (domain::inbox::signatures).
+        let (key_header, event_header) = provider_headers(spec);
+        let header = |name: &str| {
+            header_value(&received.headers, name).and_then(|v| non_empty(v.to_owned()))
+        };
+        let idempotency_key = match key_header {
+            Some(name) => header(name)?,
+            None => key_from_path?,
+        };
         return Some(Attributes {
-            idempotency_key: key_from_path?,
-            event_type: text(&spec.event_type_path),
+            idempotency_key,
+            event_type: match event_header {
+                Some(name) => header(name),
+                None => text(&spec.event_type_path),
+            },
             aggregate_id: text(&spec.aggregate_id_path),
         });
     };
@@ -56,6 +70,17 @@ pub(super) fn extract(
             .or_else(|| header(&headers.aggregate_id))
             .or_else(|| received.record_key.clone().and_then(non_empty)),
     })
+}
+
+/// The headers a provider signature check reads the idempotency key and the event type from.
+pub(super) fn provider_headers(spec: &IngestSource) -> (Option<&str>, Option<&str>) {
+    match &spec.auth {
+        Some(CredentialCheck::Signature(check)) => (
+            check.key_header.as_deref(),
+            check.event_type_header.as_deref(),
+        ),
+        _ => (None, None),
+    }
 }
 
 /// A broker message's idempotency key: its header, `from_path` (what `idempotencyKeyPath` found,

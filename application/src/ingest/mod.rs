@@ -206,7 +206,10 @@ impl IngestPipeline {
         let Some(attributes) = attributes::extract(spec, &received, &document) else {
             IngestEvents::extraction_failed();
             return IngestOutcome::Rejected(Rejection::KeyNotFound {
-                path: spec.idempotency_key_path.to_string(),
+                path: match attributes::provider_headers(spec).0 {
+                    Some(header) => format!("{header} (a header)"),
+                    None => spec.idempotency_key_path.to_string(),
+                },
             });
         };
         let attributes::Attributes {

@@ -29,6 +29,12 @@ pub async fn publisher(
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
     options.auth = auth(http.auth.as_ref());
+    options.signing = http
+        .signing
+        .as_ref()
+        .map(|signing| queuebox_webhook::SigningOptions {
+            secrets: signing.secrets.clone(),
+        });
     options.max_error_body_bytes = settings.http.max_error_body_bytes;
     options.block_private_addresses = settings.http.block_private_addresses;
     // Every concurrent publish may hold one idle connection between requests.

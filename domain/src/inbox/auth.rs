@@ -6,6 +6,7 @@
 //! failure names the check that failed and the header it read, never a value.
 
 use super::header_value;
+use super::signatures::{SignatureCheck, SignatureFailure};
 use crate::secret::Secret;
 use hmac::{Hmac, KeyInit, Mac};
 use sha2::{Digest, Sha256, Sha512};
@@ -70,6 +71,8 @@ pub enum CredentialCheck {
     },
     /// An HMAC signature of the body.
     Hmac(HmacCheck),
+    /// A provider's webhook signature (Standard Webhooks, Stripe, GitHub, Shopify, Slack).
+    Signature(SignatureCheck),
 }
 
 /// Why a request failed its source's credential check. The text names the check and the header,
@@ -129,6 +132,9 @@ pub enum AuthFailure {
         /// The configured tolerance.
         tolerance_ms: u64,
     },
+    /// A provider signature check failed; the text names the check and the header.
+    #[error(transparent)]
+    Signature(#[from] SignatureFailure),
 }
 
 impl CredentialCheck {
@@ -138,6 +144,7 @@ impl CredentialCheck {
             CredentialCheck::Bearer { .. } => AUTHORIZATION,
             CredentialCheck::ApiKey { header, .. } => header,
             CredentialCheck::Hmac(check) => &check.header,
+            CredentialCheck::Signature(check) => check.signature_header(),
         }
     }
 
@@ -169,6 +176,7 @@ impl CredentialCheck {
                 }
             }
             CredentialCheck::Hmac(check) => check.verify(headers, body, now_unix_ms),
+            CredentialCheck::Signature(check) => Ok(check.verify(headers, body, now_unix_ms)?),
         }
     }
 }

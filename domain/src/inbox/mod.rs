@@ -10,6 +10,7 @@ pub mod dead_letter;
 pub mod filter;
 pub mod headers;
 pub mod limits;
+pub mod signatures;
 
 /// The last value of the header `name` (any letter case), as a repeated header keeps its last
 /// value everywhere the inbox reads headers.

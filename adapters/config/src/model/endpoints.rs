@@ -3,6 +3,7 @@
 
 use crate::render::{ms, opt_secret, secret};
 use crate::secrets::SecretUrl;
+use super::signatures::{SignedAuth, Signing};
 use indexmap::IndexMap;
 use queuebox_domain::secret::Secret;
 use serde::Serialize;
@@ -28,6 +29,16 @@ pub enum InboundAuth {
     },
     #[serde(rename = "hmac")]
     Hmac(HmacAuth),
+    #[serde(rename = "standardWebhooks")]
+    StandardWebhooks(SignedAuth),
+    #[serde(rename = "stripe")]
+    Stripe(SignedAuth),
+    #[serde(rename = "github")]
+    Github(SignedAuth),
+    #[serde(rename = "shopify")]
+    Shopify(SignedAuth),
+    #[serde(rename = "slack")]
+    Slack(SignedAuth),
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -123,6 +134,8 @@ pub struct HttpDestination {
     pub timeout: Duration,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub auth: Option<OutboundAuth>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub signing: Option<Signing>,
 }
 
 /// Credentials QueueBox sends to an HTTP destination.

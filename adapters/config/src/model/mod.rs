@@ -6,8 +6,10 @@
 //! the effective configuration back with its original key names for `check-config`.
 
 mod endpoints;
+mod signatures;
 
 pub use endpoints::*;
+pub use signatures::{SignedAuth, Signing, SigningScheme};
 
 use crate::render::{ms, opt_retention_duration, opt_secret, retention_duration};
 use crate::secrets::SecretUrl;

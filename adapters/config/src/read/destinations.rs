@@ -93,6 +93,7 @@ fn read_http(r: &mut Reader, b: &mut Block<'_>) -> HttpDestination {
         path,
         timeout: millis(r, b, "timeoutMs", 30_000, Floor::AboveZero),
         auth: read_outbound(r, b),
+        signing: super::signatures::read_signing(r, b),
     }
 }
 

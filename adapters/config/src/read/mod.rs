@@ -15,6 +15,7 @@ mod outbox;
 mod retention;
 mod routes;
 mod server;
+mod signatures;
 mod sources;
 mod templates;
 mod transform;

@@ -1,8 +1,8 @@
 //! `sources.<name>.*`: HTTP, RabbitMQ, Kafka and NATS sources.
 
-use super::auth::read_inbound;
 use super::destinations::{kafka_security, nats_credentials};
 use super::kind::{KindKeys, select};
+use super::signatures;
 use super::templates::check_source_topic;
 use super::{
     Case, Floor, choice, filter, flag, millis, non_negative, opt_positive, positive, required,
@@ -32,7 +32,9 @@ const KINDS: &[KindKeys<Kind>] = &[
     KindKeys {
         kind: Kind::Http,
         name: "http",
-        keys: &["path", "idempotencyKeyPath"],
+        // `idempotencyKeyPath` is required too unless the auth kind supplies the key
+        // (`read_source`), so `path` alone selects the kind.
+        keys: &["path"],
     },
     KindKeys {
         kind: Kind::Rabbitmq,
@@ -79,8 +81,8 @@ fn read_source(r: &mut Reader, b: &mut Block<'_>) -> Option<Source> {
         Case::Any,
         Consumption::Push,
     );
-    let idempotency_key_path = if is_http {
-        required(r, b, "idempotencyKeyPath")
+    let idempotency_key_path = if let SourceKind::Http(http) = &kind {
+        signatures::http_key_path(r, b, http.auth.as_ref())
     } else {
         text_or(r, b, "idempotencyKeyPath", "$.id")
     };
@@ -106,7 +108,7 @@ fn read_source(r: &mut Reader, b: &mut Block<'_>) -> Option<Source> {
         }
         let reads_event_type = check_source_topic(r, &topic_path, &topic);
         let from_header = match &kind {
-            SourceKind::Http(_) => false,
+            SourceKind::Http(s) => signatures::supplies_event_type(s.auth.as_ref()),
             SourceKind::Rabbitmq(s) => s.event_type_from_header,
             SourceKind::Kafka(s) => s.event_type_from_header,
             SourceKind::Nats(s) => s.event_type_from_header,
@@ -179,7 +181,7 @@ fn read_http(r: &mut Reader, b: &mut Block<'_>) -> HttpSource {
     }
     HttpSource {
         path,
-        auth: read_inbound(r, b),
+        auth: signatures::read_source_auth(r, b),
     }
 }
 
