@@ -255,10 +255,15 @@ class AsyncInboxWorker:
                     await asyncio.wait(pending)
 
     async def _claim(self, want: int) -> list[Claimed]:
-        async with self._source.connection() as conn, conn.transaction():
-            await conn.execute(CLAIM_SETTINGS, prepare=True)
+        # One round trip in pipeline mode: BEGIN, the settings, the claim and COMMIT go together,
+        # and the rows are read once the commit is answered.
+        async with self._source.connection() as conn:
             cur = conn.cursor(row_factory=tuple_row)
-            await cur.execute(self._sql.claim.text, claim_params(self._options, want), prepare=True)
+            async with conn.pipeline(), conn.transaction():
+                await conn.execute(CLAIM_SETTINGS, prepare=True)
+                await cur.execute(
+                    self._sql.claim.text, claim_params(self._options, want), prepare=True
+                )
             rows = await cur.fetchall()
         return decode(rows)
 

@@ -288,10 +288,13 @@ class InboxWorker:
             renewer.join()
 
     def _claim(self, want: int) -> list[Claimed]:
-        with self._source.connection() as conn, conn.transaction():
-            conn.execute(CLAIM_SETTINGS, prepare=True)
+        # One round trip in pipeline mode: BEGIN, the settings, the claim and COMMIT go together,
+        # and the rows are read once the commit is answered.
+        with self._source.connection() as conn:
             cur = conn.cursor(row_factory=tuple_row)
-            cur.execute(self._sql.claim.text, claim_params(self._options, want), prepare=True)
+            with conn.pipeline(), conn.transaction():
+                conn.execute(CLAIM_SETTINGS, prepare=True)
+                cur.execute(self._sql.claim.text, claim_params(self._options, want), prepare=True)
             rows = cur.fetchall()
         return decode(rows)
 
