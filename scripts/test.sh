@@ -54,6 +54,12 @@ cargo test --workspace --no-fail-fast
 echo "== docs/openapi.yaml against the binary (Schemathesis)"
 QB_BIN="${CARGO_TARGET_DIR:-target}/debug/queuebox" bash scripts/check-openapi.sh
 
+# Webhook signatures against the providers' own libraries (PyPI standardwebhooks and stripe, npm
+# standardwebhooks and @octokit/webhooks-methods, pinned under /var/cache, made on the first run):
+# every inbound kind, 1,000 random requests, outbound signing verified in Python and TypeScript.
+echo "== webhook signatures against the official libraries"
+QB_BIN="${CARGO_TARGET_DIR:-target}/debug/queuebox" bash scripts/check-signatures.sh
+
 # The capture example's own smoke test (a few seconds): the example keeps working as its README says.
 echo "== examples/cdc smoke test"
 QB_BIN="${CARGO_TARGET_DIR:-target}/debug/queuebox" bash examples/cdc/smoke.sh
