@@ -50,7 +50,10 @@ fn ingest_source(name: &str, source: &Source) -> anyhow::Result<IngestSource> {
             source.rate_limit.map(|limit| limit.requests_per_minute),
         ),
         // The auth block and the rate limit belong to HTTP sources; the other kinds ignore them.
-        SourceKind::Rabbitmq(_) | SourceKind::Kafka(_) | SourceKind::Nats(_) => (None, None),
+        SourceKind::Rabbitmq(_)
+        | SourceKind::Kafka(_)
+        | SourceKind::Nats(_)
+        | SourceKind::Redis(_) => (None, None),
     };
     Ok(IngestSource {
         name: name.to_owned(),
@@ -77,6 +80,7 @@ fn ingest_source(name: &str, source: &Source) -> anyhow::Result<IngestSource> {
             SourceKind::Rabbitmq(broker) => broker_kind(&broker.attribute_headers),
             SourceKind::Kafka(broker) => broker_kind(&broker.attribute_headers),
             SourceKind::Nats(broker) => broker_kind(&broker.attribute_headers),
+            SourceKind::Redis(broker) => broker_kind(&broker.attribute_headers),
         },
         transform: None,
     })

@@ -173,6 +173,8 @@ const VARIANTS: &[&str] = &[
         sources: {"<name>": {bootstrapServers: k, topics: [t], groupId: g}}}"#,
     r#"{destinations: {"<name>": {servers: "nats://n", subject: s}},
         sources: {"<name>": {servers: "nats://n", stream: s, durable: d}}}"#,
+    r#"{destinations: {"<name>": {url: "redis://r", stream: s}},
+        sources: {"<name>": {url: "redis://r", stream: s, group: g}}}"#,
     // The provider signature kinds share their keys, so `type` selects them.
     r#"{destinations: {"<name>": {baseUrl: "http://d", signing: {secrets: [s]}}},
         sources: {"<name>": {path: /a, auth: {type: standardWebhooks, secrets: [s]}}}}"#,

@@ -56,7 +56,7 @@ fn an_unknown_type_is_refused() {
         "destinations:\n  d:\n    type: sqs\n    baseUrl: https://h.example.com\n",
         "destinations.d.type",
         "QUEUEBOX_DESTINATIONS_D_TYPE",
-        "must be one of http, rabbitmq, kafka, nats, got `sqs`",
+        "must be one of http, rabbitmq, kafka, nats, redis, got `sqs`",
     );
 }
 

@@ -19,6 +19,8 @@ pub enum Feature {
     Kafka,
     /// `nats`
     Nats,
+    /// `redis`
+    Redis,
 }
 
 impl Feature {
@@ -30,6 +32,7 @@ impl Feature {
             Feature::Rabbitmq => "rabbitmq",
             Feature::Kafka => "kafka",
             Feature::Nats => "nats",
+            Feature::Redis => "redis",
         }
     }
 
@@ -41,6 +44,7 @@ impl Feature {
             Feature::Rabbitmq => cfg!(feature = "rabbitmq"),
             Feature::Kafka => cfg!(feature = "kafka"),
             Feature::Nats => cfg!(feature = "nats"),
+            Feature::Redis => cfg!(feature = "redis"),
         }
     }
 
@@ -59,6 +63,7 @@ impl Feature {
             DestinationKind::Rabbitmq(_) => Some(Feature::Rabbitmq),
             DestinationKind::Kafka(_) => Some(Feature::Kafka),
             DestinationKind::Nats(_) => Some(Feature::Nats),
+            DestinationKind::Redis(_) => Some(Feature::Redis),
         }
     }
 
@@ -69,6 +74,7 @@ impl Feature {
             SourceKind::Rabbitmq(_) => Some(Feature::Rabbitmq),
             SourceKind::Kafka(_) => Some(Feature::Kafka),
             SourceKind::Nats(_) => Some(Feature::Nats),
+            SourceKind::Redis(_) => Some(Feature::Redis),
         }
     }
 

@@ -44,6 +44,8 @@ pub mod nats;
 pub mod postgres;
 #[cfg(feature = "rabbitmq")]
 pub mod rabbitmq;
+#[cfg(feature = "redis")]
+pub mod redis;
 mod source;
 pub(crate) mod unwired;
 
@@ -88,6 +90,14 @@ pub async fn publisher(
         DestinationKind::Kafka(_) => anyhow::bail!(
             Feature::Kafka.missing(&format!("destinations.{name} is a kafka destination"))
         ),
+        #[cfg(feature = "redis")]
+        DestinationKind::Redis(config) => {
+            redis::publisher(settings, name, destination, config).await
+        }
+        #[cfg(not(feature = "redis"))]
+        DestinationKind::Redis(_) => anyhow::bail!(
+            Feature::Redis.missing(&format!("destinations.{name} is a redis destination"))
+        ),
     }
 }
 
@@ -119,6 +129,12 @@ pub async fn start_source(
         #[cfg(not(feature = "kafka"))]
         SourceKind::Kafka(_) => {
             anyhow::bail!(Feature::Kafka.missing(&format!("sources.{name} is a kafka source")))
+        }
+        #[cfg(feature = "redis")]
+        SourceKind::Redis(config) => redis::source(context, name, config),
+        #[cfg(not(feature = "redis"))]
+        SourceKind::Redis(_) => {
+            anyhow::bail!(Feature::Redis.missing(&format!("sources.{name} is a redis source")))
         }
     }
 }

@@ -1,9 +1,9 @@
 //! The entries of `destinations`, `routes` and `sources`, and the `auth`, `transform` and `filter`
 //! blocks they hold.
 
+use super::signatures::{SignedAuth, Signing};
 use crate::render::{ms, opt_secret, secret};
 use crate::secrets::SecretUrl;
-use super::signatures::{SignedAuth, Signing};
 use indexmap::IndexMap;
 use queuebox_domain::secret::Secret;
 use serde::Serialize;
@@ -111,6 +111,7 @@ pub enum DestinationKind {
     Rabbitmq(RabbitmqDestination),
     Kafka(KafkaDestination),
     Nats(NatsDestination),
+    Redis(RedisDestination),
 }
 
 impl DestinationKind {
@@ -121,6 +122,7 @@ impl DestinationKind {
             DestinationKind::Rabbitmq(_) => "rabbitmq",
             DestinationKind::Kafka(_) => "kafka",
             DestinationKind::Nats(_) => "nats",
+            DestinationKind::Redis(_) => "redis",
         }
     }
 }
@@ -272,6 +274,23 @@ pub struct NatsDestination {
     pub credentials: NatsCredentials,
 }
 
+/// A Redis Streams destination (an addition to the contract).
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RedisDestination {
+    pub url: SecretUrl,
+    /// A literal stream key or an address template.
+    pub stream: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stream_from: Option<AddressColumn>,
+    /// `maxLen`: trim the stream to about (or exactly) this many entries on each add.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_len: Option<u32>,
+    pub max_len_approximate: bool,
+    #[serde(rename = "timeoutMs", serialize_with = "ms")]
+    pub timeout: Duration,
+}
+
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Route {
@@ -325,6 +344,7 @@ pub enum SourceKind {
     Rabbitmq(RabbitmqSource),
     Kafka(KafkaSource),
     Nats(NatsSource),
+    Redis(RedisSource),
 }
 
 impl SourceKind {
@@ -335,6 +355,7 @@ impl SourceKind {
             SourceKind::Rabbitmq(_) => "rabbitmq",
             SourceKind::Kafka(_) => "kafka",
             SourceKind::Nats(_) => "nats",
+            SourceKind::Redis(_) => "redis",
         }
     }
 }
@@ -402,6 +423,27 @@ pub struct NatsSource {
     pub event_type_from_header: bool,
     #[serde(flatten)]
     pub credentials: NatsCredentials,
+    pub attribute_headers: AttributeHeaders,
+}
+
+/// A Redis Streams source (an addition to the contract): a consumer group of one stream.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RedisSource {
+    pub url: SecretUrl,
+    pub stream: String,
+    pub group: String,
+    /// `None`: the host name.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub consumer: Option<String>,
+    pub batch_size: u32,
+    #[serde(rename = "blockMs", serialize_with = "ms")]
+    pub block: Duration,
+    #[serde(rename = "claimIdleMs", serialize_with = "ms")]
+    pub claim_idle: Duration,
+    pub max_deliveries: u32,
+    pub dead_letter_stream: String,
+    pub event_type_from_header: bool,
     pub attribute_headers: AttributeHeaders,
 }
 

@@ -1,14 +1,16 @@
-//! `destinations.<name>.*`: HTTP, RabbitMQ, Kafka and NATS destinations.
+//! `destinations.<name>.*`: HTTP, RabbitMQ, Kafka, NATS and Redis destinations.
 
 use super::auth::read_outbound;
 use super::kind::{KindKeys, select};
 use super::templates::{check_address, check_syntax};
-use super::{Case, Floor, choice, flag, millis, required, secret, text, text_or, transform};
+use super::{
+    Case, Floor, choice, flag, millis, opt_positive, required, secret, text, text_or, transform,
+};
 use crate::catalog::Doc;
 use crate::model::{
     AddressColumn, DeliveryMode, Destination, DestinationKind, ExchangeType, HttpDestination,
     KafkaDestination, KafkaSecurity, NatsCredentials, NatsDestination, RabbitmqDestination,
-    SecurityProtocol,
+    RedisDestination, SecurityProtocol,
 };
 use crate::reader::{Block, Reader};
 use crate::secrets::SecretUrl;
@@ -24,6 +26,7 @@ enum Kind {
     Rabbitmq,
     Kafka,
     Nats,
+    Redis,
 }
 
 const KINDS: &[KindKeys<Kind>] = &[
@@ -47,6 +50,11 @@ const KINDS: &[KindKeys<Kind>] = &[
         name: "nats",
         keys: &["servers", "subject"],
     },
+    KindKeys {
+        kind: Kind::Redis,
+        name: "redis",
+        keys: &["url", "stream"],
+    },
 ];
 
 pub(super) fn read(r: &mut Reader, value: Option<&Value>) -> IndexMap<String, Destination> {
@@ -58,6 +66,7 @@ pub(super) fn read(r: &mut Reader, value: Option<&Value>) -> IndexMap<String, De
             Kind::Rabbitmq => DestinationKind::Rabbitmq(read_rabbitmq(r, &mut b, &name)),
             Kind::Kafka => DestinationKind::Kafka(read_kafka(r, &mut b, &name)),
             Kind::Nats => DestinationKind::Nats(read_nats(r, &mut b, &name)),
+            Kind::Redis => DestinationKind::Redis(read_redis(r, &mut b, &name)),
         });
         let headers_value = b.get("headers");
         let headers = r.text_map(headers_value, &b.path_of("headers"));
@@ -97,7 +106,7 @@ fn read_http(r: &mut Reader, b: &mut Block<'_>) -> HttpDestination {
     }
 }
 
-/// `exchangeFrom`, `topicFrom`, `subjectFrom`: a row column that holds the address.
+/// `exchangeFrom`, `topicFrom`, `subjectFrom`, `streamFrom`: a row column that holds the address.
 fn address_column(r: &mut Reader, b: &mut Block<'_>, key: &'static str) -> Option<AddressColumn> {
     let path = b.path_of(key);
     r.describe(
@@ -115,7 +124,7 @@ fn address_column(r: &mut Reader, b: &mut Block<'_>, key: &'static str) -> Optio
     column
 }
 
-/// A required address (`exchange`, `topic`, `subject`) checked as an address template.
+/// A required address (`exchange`, `topic`, `subject`, `stream`) checked as an address template.
 fn address(r: &mut Reader, b: &mut Block<'_>, field: AddressField, destination: &str) -> String {
     let key = field.as_str();
     let value = required(r, b, key);
@@ -269,5 +278,52 @@ fn read_nats(r: &mut Reader, b: &mut Block<'_>, name: &str) -> NatsDestination {
         jet_stream: flag(r, b, "jetStream", true),
         timeout: millis(r, b, "timeoutMs", 30_000, Floor::AboveZero),
         credentials: nats_credentials(r, b),
+    }
+}
+
+/// A Redis `url` (shared with the Redis source), checked without ever showing it: it may carry a
+/// password.
+pub(crate) fn redis_url(r: &mut Reader, b: &mut Block<'_>) -> SecretUrl {
+    let url = required(r, b, "url");
+    if !url.is_empty() {
+        let problem = match url.trim().split_once("://") {
+            Some((scheme, rest)) if scheme.eq_ignore_ascii_case("redis") => {
+                let authority = rest.split('/').next().unwrap_or_default();
+                let host = authority.rsplit_once('@').map_or(authority, |(_, host)| host);
+                let db = rest.split_once('/').map(|(_, db)| db).unwrap_or_default();
+                if host.is_empty() {
+                    Some("names no host: expected redis://[user[:password]@]host[:port][/db]".to_owned())
+                } else if !db.is_empty() && db.parse::<u32>().is_err() {
+                    Some("the database after the host must be a number (redis://host:6379/0)".to_owned())
+                } else {
+                    None
+                }
+            }
+            Some((scheme, _)) if scheme.eq_ignore_ascii_case("rediss") => Some(
+                "rediss:// (TLS) is not supported in this version; use redis:// on a trusted network or through a TLS tunnel".to_owned(),
+            ),
+            _ => Some("must be a redis:// URL: redis://[user[:password]@]host[:port][/db]".to_owned()),
+        };
+        if let Some(problem) = problem {
+            r.problem(b.path_of("url"), problem);
+        }
+    }
+    SecretUrl::new(url)
+}
+
+fn read_redis(r: &mut Reader, b: &mut Block<'_>, name: &str) -> RedisDestination {
+    let url = redis_url(r, b);
+    let stream = address(r, b, AddressField::Stream, name);
+    let stream_from = address_column(r, b, "streamFrom");
+    let max_len_path = b.path_of("maxLen");
+    r.describe(&max_len_path, Doc::default().default_text("no trimming"));
+    let max_len = opt_positive(r, b, "maxLen");
+    RedisDestination {
+        url,
+        stream,
+        stream_from,
+        max_len,
+        max_len_approximate: flag(r, b, "maxLenApproximate", true),
+        timeout: millis(r, b, "timeoutMs", 30_000, Floor::AboveZero),
     }
 }

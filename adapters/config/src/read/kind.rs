@@ -78,27 +78,27 @@ pub(crate) fn select<K: Copy>(
             }
         },
         [] => {
-            // Name the missing keys of the declared kind, or of the kind the entry came closest to.
-            let target = declared
-                .and_then(|d| kinds.iter().find(|k| k.name == d))
-                .or_else(|| {
-                    kinds
-                        .iter()
-                        .map(|k| (k, k.keys.iter().filter(|key| b.has(key)).count()))
-                        .filter(|(_, present)| *present > 0)
-                        .max_by_key(|(_, present)| *present)
-                        .map(|(k, _)| k)
-                });
-            match target {
-                Some(kind) => {
-                    for key in kind.keys.iter().filter(|key| !b.has(key)) {
-                        r.problem(
-                            b.path_of(key),
-                            format!("is required by {what} of type {}", kind.name),
-                        );
+            // Name the missing keys of the declared kind, or of the kinds the entry came closest to
+            // (each of them when several share the keys it sets, such as `url`).
+            let present = |k: &KindKeys<K>| k.keys.iter().filter(|key| b.has(key)).count();
+            let closest = kinds.iter().map(present).max().unwrap_or(0);
+            let targets: Vec<&KindKeys<K>> = match declared {
+                Some(d) => kinds.iter().filter(|k| k.name == d).collect(),
+                None if closest > 0 => kinds.iter().filter(|k| present(k) == closest).collect(),
+                None => Vec::new(),
+            };
+            match targets.as_slice() {
+                [_, ..] => {
+                    for kind in targets {
+                        for key in kind.keys.iter().filter(|key| !b.has(key)) {
+                            r.problem(
+                                b.path_of(key),
+                                format!("is required by {what} of type {}", kind.name),
+                            );
+                        }
                     }
                 }
-                None => {
+                [] => {
                     let options: Vec<String> = kinds
                         .iter()
                         .map(|k| format!("{}: {}", k.name, k.keys.join(", ")))

@@ -1,6 +1,6 @@
-//! `sources.<name>.*`: HTTP, RabbitMQ, Kafka and NATS sources.
+//! `sources.<name>.*`: HTTP, RabbitMQ, Kafka, NATS and Redis sources.
 
-use super::destinations::{kafka_security, nats_credentials};
+use super::destinations::{kafka_security, nats_credentials, redis_url};
 use super::kind::{KindKeys, select};
 use super::signatures;
 use super::templates::check_source_topic;
@@ -12,7 +12,7 @@ use crate::catalog::Doc;
 use crate::jsonpath::check_definite;
 use crate::model::{
     AttributeHeaders, AutoOffsetReset, Consumption, HttpSource, KafkaSource, NatsSource,
-    RabbitmqSource, RateLimit, Source, SourceKind,
+    RabbitmqSource, RateLimit, RedisSource, Source, SourceKind,
 };
 use crate::reader::{Block, Reader};
 use crate::secrets::SecretUrl;
@@ -26,6 +26,7 @@ enum Kind {
     Rabbitmq,
     Kafka,
     Nats,
+    Redis,
 }
 
 const KINDS: &[KindKeys<Kind>] = &[
@@ -51,6 +52,11 @@ const KINDS: &[KindKeys<Kind>] = &[
         name: "nats",
         keys: &["servers", "stream", "durable"],
     },
+    KindKeys {
+        kind: Kind::Redis,
+        name: "redis",
+        keys: &["url", "stream", "group"],
+    },
 ];
 
 pub(super) fn read(r: &mut Reader, value: Option<&Value>) -> IndexMap<String, Source> {
@@ -71,6 +77,7 @@ fn read_source(r: &mut Reader, b: &mut Block<'_>) -> Option<Source> {
         Kind::Rabbitmq => SourceKind::Rabbitmq(read_rabbitmq(r, b)),
         Kind::Kafka => SourceKind::Kafka(read_kafka(r, b)),
         Kind::Nats => SourceKind::Nats(read_nats(r, b)),
+        Kind::Redis => SourceKind::Redis(read_redis(r, b)),
     };
     let is_http = matches!(kind, SourceKind::Http(_));
     let consumption = choice(
@@ -112,6 +119,7 @@ fn read_source(r: &mut Reader, b: &mut Block<'_>) -> Option<Source> {
             SourceKind::Rabbitmq(s) => s.event_type_from_header,
             SourceKind::Kafka(s) => s.event_type_from_header,
             SourceKind::Nats(s) => s.event_type_from_header,
+            SourceKind::Redis(s) => s.event_type_from_header,
         };
         // Without an event type the topic renders empty and the relay kills every row.
         if reads_event_type && event_type_path.is_none() && !from_header {
@@ -269,6 +277,59 @@ fn read_nats(r: &mut Reader, b: &mut Block<'_>) -> NatsSource {
         batch_size: positive(r, b, "batchSize", 100),
         event_type_from_header: flag(r, b, "eventTypeFromHeader", false),
         credentials: nats_credentials(r, b),
+        attribute_headers: attribute_headers(r, b),
+    }
+}
+
+fn read_redis(r: &mut Reader, b: &mut Block<'_>) -> RedisSource {
+    let url = redis_url(r, b);
+    let stream = required(r, b, "stream");
+    let group = required(r, b, "group");
+    let consumer_path = b.path_of("consumer");
+    r.describe(&consumer_path, Doc::default().default_text("the host name"));
+    let consumer = text(r, b, "consumer");
+    if consumer.as_ref().is_some_and(|c| c.trim().is_empty()) {
+        r.problem(
+            consumer_path,
+            "must not be blank (leave it out for the host name)",
+        );
+    }
+    let max_deliveries_path = b.path_of("maxDeliveries");
+    let max_deliveries = non_negative(r, b, "maxDeliveries", 5);
+    r.describe(
+        &max_deliveries_path,
+        Doc::default().allowed(format!("0 (never) to {}", u32::MAX)),
+    );
+    let max_deliveries = u32::try_from(max_deliveries).unwrap_or_else(|_| {
+        r.problem(
+            max_deliveries_path,
+            format!("must be at most {}, got {max_deliveries}", u32::MAX),
+        );
+        5
+    });
+    let dead_path = b.path_of("deadLetterStream");
+    r.describe(&dead_path, Doc::default().default_text("`<stream>:dead`"));
+    let dead_letter_stream =
+        text(r, b, "deadLetterStream").unwrap_or_else(|| format!("{stream}:dead"));
+    if dead_letter_stream.trim().is_empty() {
+        r.problem(dead_path, "must not be blank");
+    } else if !stream.is_empty() && dead_letter_stream == stream {
+        r.problem(
+            dead_path,
+            "must differ from stream: a dead-lettered entry would be read again",
+        );
+    }
+    RedisSource {
+        url,
+        stream,
+        group,
+        consumer,
+        batch_size: positive(r, b, "batchSize", 100),
+        block: millis(r, b, "blockMs", 2_000, Floor::AboveZero),
+        claim_idle: millis(r, b, "claimIdleMs", 30_000, Floor::AboveZero),
+        max_deliveries,
+        dead_letter_stream,
+        event_type_from_header: flag(r, b, "eventTypeFromHeader", false),
         attribute_headers: attribute_headers(r, b),
     }
 }
