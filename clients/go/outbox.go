@@ -170,25 +170,30 @@ func NewOutboxWriter(schema OutboxSchema, options OutboxWriterOptions) (*OutboxW
 // Write checks m and inserts it through q (the caller's *sql.Tx, so the row commits with the
 // caller's change); it returns the new row's id. A *RefusedError comes before any SQL.
 func (w *OutboxWriter) Write(ctx context.Context, q SQLQuerier, m OutboxMessage) (string, error) {
-	query, args, err := w.prepare(ctx, m)
-	if err != nil {
-		return "", err
-	}
-	var id string
-	if err := q.QueryRowContext(ctx, query, args...).Scan(&id); err != nil {
-		return "", fmt.Errorf("queuebox: the outbox insert failed: %w", err)
-	}
-	return id, nil
+	return w.insert(ctx, m, func(query string, args ...any) rowScanner {
+		return q.QueryRowContext(ctx, query, args...)
+	})
 }
 
 // WritePgx is Write for pgx's own interface (pgx.Tx, *pgx.Conn, *pgxpool.Pool).
 func (w *OutboxWriter) WritePgx(ctx context.Context, q PgxQuerier, m OutboxMessage) (string, error) {
+	return w.insert(ctx, m, func(query string, args ...any) rowScanner {
+		return q.QueryRow(ctx, query, args...)
+	})
+}
+
+// rowScanner is the one row of *sql.Row and pgx.Row.
+type rowScanner interface {
+	Scan(dest ...any) error
+}
+
+func (w *OutboxWriter) insert(ctx context.Context, m OutboxMessage, queryRow func(query string, args ...any) rowScanner) (string, error) {
 	query, args, err := w.prepare(ctx, m)
 	if err != nil {
 		return "", err
 	}
 	var id string
-	if err := q.QueryRow(ctx, query, args...).Scan(&id); err != nil {
+	if err := queryRow(query, args...).Scan(&id); err != nil {
 		return "", fmt.Errorf("queuebox: the outbox insert failed: %w", err)
 	}
 	return id, nil
