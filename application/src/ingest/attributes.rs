@@ -161,6 +161,28 @@ mod tests {
     }
 
     #[test]
+    fn a_provider_check_reads_the_key_and_event_type_from_its_headers() {
+        use queuebox_domain::inbox::signatures::{Scheme, SignatureCheck};
+        use queuebox_domain::secret::Secret;
+        let mut check =
+            SignatureCheck::new(Scheme::Github, &[Secret::new("s")], 300).expect("valid secret");
+        check.key_header = Some("X-GitHub-Delivery".into());
+        check.event_type_header = Some("X-GitHub-Event".into());
+        let mut s = spec(IngestKind::Http);
+        s.auth = Some(CredentialCheck::Signature(check));
+        let (received, document) = message(
+            &[("x-github-delivery", "d-1"), ("X-GitHub-Event", "push")],
+            r#"{"id":"body-id","type":"body-type"}"#,
+        );
+        let got = extract(&s, &received, &document).unwrap();
+        assert_eq!(got.idempotency_key, "d-1");
+        assert_eq!(got.event_type.as_deref(), Some("push"));
+        // Without the header there is no key, whatever the body holds.
+        let (received, document) = message(&[("X-GitHub-Event", "push")], r#"{"id":"body-id"}"#);
+        assert_eq!(extract(&s, &received, &document), None);
+    }
+
+    #[test]
     fn a_broker_key_comes_from_header_then_path_then_message_id_then_record_key_then_digest() {
         let s = spec(broker());
         let (received, document) =
