@@ -181,3 +181,103 @@ impl Relay {
         self.sent.load(Ordering::SeqCst)
     }
 }
+
+/// An ingest pipeline that records what it is handed and answers from a script: the first
+/// `fail_first` calls fail to store, every later one stores (a repeated `x-message-id` is a
+/// duplicate).
+pub struct Recorder {
+    fail_first: AtomicU64,
+    pub calls: std::sync::Mutex<Vec<queuebox_ports::ingest::Received>>,
+    stored: std::sync::Mutex<Vec<String>>,
+}
+
+impl Recorder {
+    pub fn new(fail_first: u64) -> Arc<Self> {
+        Arc::new(Self {
+            fail_first: AtomicU64::new(fail_first),
+            calls: std::sync::Mutex::new(Vec::new()),
+            stored: std::sync::Mutex::new(Vec::new()),
+        })
+    }
+
+    /// The `x-message-id` of each stored message, in store order.
+    pub fn stored(&self) -> Vec<String> {
+        self.stored.lock().unwrap().clone()
+    }
+
+    pub fn calls(&self) -> usize {
+        self.calls.lock().unwrap().len()
+    }
+}
+
+#[async_trait::async_trait]
+impl queuebox_ports::ingest::Ingest for Recorder {
+    async fn ingest(
+        &self,
+        _source: &str,
+        received: queuebox_ports::ingest::Received,
+    ) -> queuebox_ports::ingest::Ingested {
+        use queuebox_ports::ingest::{IngestOutcome, Ingested, Rejection};
+        let id = received
+            .headers
+            .iter()
+            .find(|(n, _)| n == "x-message-id")
+            .map(|(_, v)| v.clone())
+            .unwrap_or_default();
+        self.calls.lock().unwrap().push(received);
+        let failing = self
+            .fail_first
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok();
+        let outcome = if failing {
+            IngestOutcome::Rejected(Rejection::StorageFailed)
+        } else {
+            let mut stored = self.stored.lock().unwrap();
+            if stored.contains(&id) {
+                IngestOutcome::Duplicate
+            } else {
+                stored.push(id);
+                IngestOutcome::Stored {
+                    id: uuid::Uuid::new_v4(),
+                }
+            }
+        };
+        Ingested::early(outcome)
+    }
+}
+
+/// `XADD stream * x-message-id <id> payload <payload>`; returns the entry id.
+pub async fn add(
+    connection: &mut MultiplexedConnection,
+    stream: &str,
+    id: &str,
+    payload: &str,
+) -> String {
+    redis::cmd("XADD")
+        .arg(stream)
+        .arg("*")
+        .arg("x-message-id")
+        .arg(id)
+        .arg("payload")
+        .arg(payload)
+        .query_async(connection)
+        .await
+        .unwrap()
+}
+
+/// How many entries of `group` are pending (delivered, not acknowledged).
+pub async fn pending(connection: &mut MultiplexedConnection, stream: &str, group: &str) -> usize {
+    let summary: redis::Value = redis::cmd("XPENDING")
+        .arg(stream)
+        .arg(group)
+        .query_async(connection)
+        .await
+        .unwrap();
+    match summary {
+        redis::Value::Array(parts) => match parts.first() {
+            Some(redis::Value::Int(n)) => usize::try_from(*n).unwrap(),
+            _ => 0,
+        },
+        _ => 0,
+    }
+}
