@@ -1,12 +1,16 @@
 //! The port conformance suites of QueueBox: one generic test body per promise a port documents,
 //! and a macro that expands them into `#[tokio::test]` functions for one adapter.
 //!
-//! Two suites:
+//! Three suites:
 //!
 //! - [`store`]: the outbox, relay, inbox, replay and retention stores of one database
 //!   ([`store::StoreFixture`], [`store_conformance_suite!`]).
 //! - [`publish`]: one destination kind behind the [`queuebox_ports::publish::Publisher`] port
 //!   ([`publish::PublisherFixture`], [`publisher_conformance_suite!`]).
+//! - [`source`]: one broker source kind behind the
+//!   [`queuebox_ports::source::SourceClient`] port, run by the application's source driver
+//!   ([`source::SourceFixture`], [`source_conformance_suite!`]). The fixture, in the adapter's
+//!   test, wires the driver; this crate stays on the ports.
 //!
 //! The suites test the port contract only: what the traits in `queuebox-ports` say an adapter
 //! MUST do, observed through the ports themselves and through a small fixture the adapter
@@ -59,6 +63,7 @@
 //! change to admit it.
 
 pub mod publish;
+pub mod source;
 pub mod store;
 
 /// Expands to one `#[tokio::test]` per store conformance test, each run against a fresh
@@ -114,6 +119,37 @@ macro_rules! publisher_conformance_suite {
             publish_concurrent_calls_are_each_confirmed,
             publish_a_future_dropped_mid_call_leaves_the_publisher_usable,
         );
+    };
+}
+
+/// Expands to one multi-threaded `#[tokio::test]` per source conformance test, each run against
+/// the broker `$fixture` (a type implementing [`source::SourceFixture`]) sets up.
+#[macro_export]
+macro_rules! source_conformance_suite {
+    ($fixture:ty) => {
+        $crate::__source_conformance_tests!($fixture;
+            source_stores_once_per_key_the_first_kept,
+            source_acknowledges_only_after_the_store_answered,
+            source_a_failed_store_comes_again_after_the_retry_delay,
+            source_a_rate_limited_store_waits_for_its_delay,
+            source_a_non_json_body_becomes_a_dead_row_and_is_acknowledged,
+            source_health_names_the_cause_and_recovers,
+            source_stop_drains_and_ends_stopped,
+            source_a_kill_between_commit_and_ack_stores_once,
+        );
+    };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __source_conformance_tests {
+    ($fixture:ty; $($name:ident),* $(,)?) => {
+        $(
+            #[::tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $name() {
+                $crate::source::$name::<$fixture>().await;
+            }
+        )*
     };
 }
 

@@ -16,11 +16,13 @@ pub struct Backoff {
 
 impl Backoff {
     /// A policy from `min` to `max`; a `max` below `min` is raised to `min`.
-    pub fn new(min: Duration, max: Duration) -> Self {
-        Self {
-            min,
-            max: max.max(min),
-        }
+    pub const fn new(min: Duration, max: Duration) -> Self {
+        let max = if max.as_nanos() < min.as_nanos() {
+            min
+        } else {
+            max
+        };
+        Self { min, max }
     }
 
     /// The first wait.

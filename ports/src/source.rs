@@ -8,10 +8,12 @@
 //! [`Backoff`](crate::backoff::Backoff), the health component and its reasons, and the drain at
 //! the stop.
 //!
-//! The driver runs one batch at a time: it receives a batch, stores its messages (side by side,
-//! except messages sharing an order key or an idempotency key, which go one after the other in
-//! batch order), waits when a message must be handed back, then settles the whole batch with one
-//! [`SourceClient::settle`] call before it receives again.
+//! The driver keeps up to `batch` messages in the pipeline: it receives, stores each message
+//! (side by side, except messages sharing an order key or an idempotency key, which go one after
+//! the other in the broker's order), waits when a message must be handed back, and settles
+//! messages as they finish. With [`SourcePlan::whole_batches`] it receives the next batch only
+//! once the last one is stored, and settles a batch with one [`SourceClient::settle`] call (a
+//! broker that settles by offset needs every message of the batch decided).
 
 use crate::backoff::Backoff;
 use crate::ingest::Received;
@@ -81,6 +83,10 @@ pub struct SourcePlan {
     /// The most messages in one batch, which is also the most messages in the pipeline at once.
     /// At least 1.
     pub batch: usize,
+    /// Receive and settle whole batches: the next batch is received only after every message of
+    /// the last one is decided, and the batch is settled with one call (Kafka: offsets). Without
+    /// it, messages are received while there is room in the pipeline and settled as they finish.
+    pub whole_batches: bool,
     /// The waits between attempts to connect after a failure or a break.
     pub reconnect: Backoff,
     /// The waits before a message whose store failed is handed back, growing while stores keep
@@ -118,7 +124,7 @@ pub trait SourceClient: Send + Sync + 'static {
     async fn connect(&mut self) -> Result<(), SourceFailure>;
 
     /// Waits for at least one message, then returns it with whatever else is ready at once, at
-    /// most `max` in all, in the broker's order.
+    /// most `max` in all (`max` is at least 1), in the broker's order.
     ///
     /// It MUST be cancel-safe: the driver drops the future to run a check or to stop, and a
     /// dropped call MUST NOT lose a message it had taken from the broker.
@@ -128,9 +134,10 @@ pub trait SourceClient: Send + Sync + 'static {
     /// deleted topic); the driver then reconnects.
     async fn receive(&self, max: usize) -> Result<Vec<Delivery<Self::Token>>, SourceFailure>;
 
-    /// Settles one batch: every message the last [`receive`](Self::receive) returned, in the
-    /// order received, each with its [`Settle`]. A settlement the broker does not take (the
-    /// channel closed meanwhile) is only logged: the broker delivers that message again.
+    /// Settles finished messages, each with its [`Settle`], in the order they finished (with
+    /// [`SourcePlan::whole_batches`]: every message of the last batch, in the order received).
+    /// A settlement the broker does not take (the channel closed meanwhile) is only logged: the
+    /// broker delivers that message again.
     async fn settle(&self, settled: Vec<(Self::Token, Settle)>);
 
     /// Tells whether the session is still sound, without waiting for a message.

@@ -54,7 +54,7 @@ pub use publisher::KafkaPublisher;
 pub use record::{X_ATTEMPT, X_MESSAGE_ID, X_TOPIC};
 pub use source::{
     AutoOffsetReset, DEFAULT_MAX_POLL_RECORDS, DEFAULT_PROBE_INTERVAL, DEFAULT_RETRY_DELAY_MAX,
-    DEFAULT_RETRY_DELAY_MIN, KafkaSource, KafkaSourceHealth, KafkaSourceOptions,
+    DEFAULT_RETRY_DELAY_MIN, KafkaSource, KafkaSourceOptions, KafkaToken,
 };
 
 /// The name of the backend this crate serves, used in start-up messages.

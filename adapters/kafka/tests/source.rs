@@ -8,8 +8,10 @@
 mod support;
 
 use async_trait::async_trait;
-use queuebox_kafka::{KafkaSource, KafkaSourceHealth, KafkaSourceOptions};
+use queuebox_application::source::SourceDriver;
+use queuebox_kafka::{KafkaSource, KafkaSourceOptions};
 use queuebox_ports::health::HealthCheck;
+use queuebox_ports::health::SharedComponent as KafkaSourceHealth;
 use queuebox_ports::ingest::{Ingest, IngestOutcome, Ingested, Received, Rejection};
 use rdkafka::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
@@ -99,10 +101,10 @@ struct Running {
 
 impl Running {
     fn start(options: KafkaSourceOptions, ingest: Arc<dyn Ingest>) -> Self {
-        let source = KafkaSource::new(options, ingest).unwrap();
-        let health = source.health();
+        let driver = SourceDriver::new(KafkaSource::new(options).unwrap(), ingest);
+        let health = driver.health();
         let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(source.run(async move {
+        let task = tokio::spawn(driver.run(async move {
             let _ = stopped.await;
         }));
         Self {
@@ -343,7 +345,7 @@ async fn brokers_that_do_not_answer_turn_the_health_down() {
             .check()
             .await
             .err()
-            .filter(|r| r != "not checked yet")
+            .filter(|r| r != queuebox_application::source::NOT_CONSUMING_YET)
     })
     .await;
     assert!(reason.contains("broker"), "{reason}");
@@ -425,12 +427,7 @@ async fn two_members_of_one_group_share_the_partitions_and_a_stopped_one_commits
 
 #[test]
 fn settings_are_checked_at_build_time_naming_the_key() {
-    let ingest: Arc<dyn Ingest> = Recorder::answering([]);
-    let check = |options: KafkaSourceOptions| {
-        KafkaSource::new(options, Arc::clone(&ingest))
-            .unwrap_err()
-            .to_string()
-    };
+    let check = |options: KafkaSourceOptions| KafkaSource::new(options).unwrap_err().to_string();
     let base = || KafkaSourceOptions::new(SOURCE, "127.0.0.1:9092", vec!["orders".into()], "g");
     let mut none = base();
     none.topics.clear();

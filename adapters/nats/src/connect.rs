@@ -126,13 +126,6 @@ impl Endpoint {
     }
 }
 
-/// The wait after `failures` consecutive failed attempts: `min`, doubled per further failure, at
-/// most `max`.
-pub(crate) fn backoff(min: Duration, max: Duration, failures: u32) -> Duration {
-    let doublings = failures.saturating_sub(1).min(20);
-    min.saturating_mul(1 << doublings).min(max)
-}
-
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
@@ -169,13 +162,5 @@ mod tests {
             error.to_string().starts_with("sources.s: servers"),
             "{error}"
         );
-    }
-
-    #[test]
-    fn backoff_doubles_up_to_the_ceiling() {
-        let waits: Vec<u128> = (1..=8)
-            .map(|n| backoff(Duration::from_millis(100), Duration::from_secs(5), n).as_millis())
-            .collect();
-        assert_eq!(waits, [100, 200, 400, 800, 1600, 3200, 5000, 5000]);
     }
 }

@@ -66,7 +66,7 @@ pub use publisher::NatsPublisher;
 pub use source::{
     DEFAULT_ACK_WAIT, DEFAULT_BATCH_SIZE, DEFAULT_DRAIN_TIMEOUT, DEFAULT_NAK_DELAY_MAX,
     DEFAULT_NAK_DELAY_MIN, DEFAULT_RETRY_DELAY_MAX, DEFAULT_RETRY_DELAY_MIN, DEFAULT_SETUP_TIMEOUT,
-    NatsSource, NatsSourceHealth, NatsSourceOptions,
+    NatsSource, NatsSourceOptions,
 };
 
 /// The name of the backend this crate serves, used in start-up messages.

@@ -3,9 +3,10 @@
 //! which publishes fail at once (the dispatcher retries the rows on its own schedule) instead of
 //! piling connection attempts on a server that is down.
 
-use crate::connect::{Endpoint, backoff};
+use crate::connect::Endpoint;
 use crate::failure::failure;
 use async_nats::jetstream;
+use queuebox_ports::backoff::Backoff;
 use queuebox_ports::publish::{PublishError, PublishErrorKind};
 use std::time::Duration;
 use tokio::time::{Instant, timeout_at};
@@ -115,7 +116,7 @@ impl Link {
             Err((kind, reason)) => {
                 let error = PublishError::new(kind, reason);
                 state.failures = state.failures.saturating_add(1);
-                let delay = backoff(self.delay_min, self.delay_max, state.failures);
+                let delay = Backoff::new(self.delay_min, self.delay_max).delay(state.failures);
                 state.retry_at = Some(Instant::now() + delay);
                 state.last_failure = Some(error.clone());
                 tracing::warn!(

@@ -8,9 +8,11 @@ mod support;
 
 use async_nats::HeaderMap;
 use async_trait::async_trait;
+use queuebox_application::source::SourceDriver;
 use queuebox_domain::secret::Secret;
-use queuebox_nats::{NatsSource, NatsSourceHealth, NatsSourceOptions};
+use queuebox_nats::{NatsSource, NatsSourceOptions};
 use queuebox_ports::health::HealthCheck;
+use queuebox_ports::health::SharedComponent as NatsSourceHealth;
 use queuebox_ports::ingest::{Ingest, IngestOutcome, Ingested, Received, Rejection};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -132,11 +134,12 @@ struct Running {
 
 impl Running {
     fn start(options: NatsSourceOptions, ingest: Arc<Recorder>) -> Self {
-        let source = NatsSource::new(options, ingest).unwrap_or_else(|e| panic!("{e}"));
+        let source = NatsSource::new(options).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(source.name(), SOURCE);
-        let health = source.health();
+        let driver = SourceDriver::new(source, ingest);
+        let health = driver.health();
         let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(source.run(async move {
+        let task = tokio::spawn(driver.run(async move {
             let _ = stopped.await;
         }));
         Self {
@@ -259,7 +262,8 @@ async fn a_message_reaches_ingest_with_headers_and_msg_id_and_is_acked_after_ing
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_failed_store_is_handed_back_at_once_and_delivered_again_until_it_is_stored() {
+async fn a_failed_store_is_handed_back_after_the_retry_delay_and_delivered_again_until_it_is_stored()
+ {
     let Some(url) = nats_url() else { return };
     let (client, name) = stream(&url).await;
     let ingest = Recorder::answering([
@@ -279,10 +283,16 @@ async fn a_failed_store_is_handed_back_at_once_and_delivered_again_until_it_is_s
     .await;
     ingest.wait_calls(4).await;
     wait_backlog(&client, &name, (0, 0)).await;
-    // Well within the 60 s ack wait: the negative acknowledgements brought it back.
+    // Well within the 60 s ack wait: the negative acknowledgements brought it back, each after
+    // the growing retry delay (10 ms, 20 ms, 40 ms), the same rule as every other source kind.
     assert!(
         started.elapsed() < Duration::from_secs(10),
         "{:?}",
+        started.elapsed()
+    );
+    assert!(
+        started.elapsed() >= Duration::from_millis(70),
+        "three hand-backs each waited the retry delay: {:?}",
         started.elapsed()
     );
     let calls = ingest.calls();
@@ -412,15 +422,12 @@ async fn a_missing_stream_keeps_the_component_down_naming_it_until_it_exists() {
 
 #[tokio::test]
 async fn bad_settings_are_refused_at_build_naming_the_key() {
-    let ingest: Arc<dyn Ingest> = Recorder::answering([]);
     let mut bad = NatsSourceOptions::new(SOURCE, Secret::new("nats://u:pw-9@h:4222"), "a.b", "d");
-    let error = NatsSource::new(bad.clone(), Arc::clone(&ingest))
-        .unwrap_err()
-        .to_string();
+    let error = NatsSource::new(bad.clone()).unwrap_err().to_string();
     assert!(error.contains("stream `a.b`"), "{error}");
     bad.stream = "ok".to_owned();
     bad.batch_size = 0;
-    let error = NatsSource::new(bad, ingest).unwrap_err().to_string();
+    let error = NatsSource::new(bad).unwrap_err().to_string();
     assert!(error.contains("batchSize"), "{error}");
     assert!(!error.contains("pw-9"), "{error}");
 }

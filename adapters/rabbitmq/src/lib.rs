@@ -106,8 +106,8 @@ pub use options::{
 pub use publisher::RabbitmqPublisher;
 pub use source::{
     DEFAULT_DRAIN_TIMEOUT, DEFAULT_PREFETCH_COUNT, DEFAULT_REQUEUE_DELAY_MAX,
-    DEFAULT_REQUEUE_DELAY_MIN, DEFAULT_SETUP_TIMEOUT, RabbitmqSource, RabbitmqSourceHealth,
-    RabbitmqSourceOptions,
+    DEFAULT_REQUEUE_DELAY_MIN, DEFAULT_SETUP_TIMEOUT, RabbitmqSource, RabbitmqSourceOptions,
+    RabbitmqToken,
 };
 
 /// The name of the backend this crate serves, used in start-up messages.

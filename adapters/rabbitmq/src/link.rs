@@ -19,6 +19,7 @@ use lapin::types::LongString;
 use lapin::uri::AMQPUri;
 use lapin::{Channel, Connection, ConnectionProperties};
 use queuebox_domain::redact::Redactor;
+use queuebox_ports::backoff::Backoff;
 use queuebox_ports::publish::{PublishError, PublishErrorKind};
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -89,8 +90,8 @@ pub(crate) struct Link {
     endpoint: String,
     connection_name: String,
     redactor: Redactor,
-    delay_min: Duration,
-    delay_max: Duration,
+    /// The waits between connection attempts after a failure.
+    backoff: Backoff,
     state: tokio::sync::Mutex<State>,
 }
 
@@ -108,8 +109,7 @@ impl Link {
             endpoint,
             connection_name,
             redactor,
-            delay_min,
-            delay_max: delay_max.max(delay_min),
+            backoff: Backoff::new(delay_min, delay_max),
             state: tokio::sync::Mutex::new(State::default()),
         }
     }
@@ -235,7 +235,7 @@ impl Link {
             }
             Err(error) => {
                 state.failures = state.failures.saturating_add(1);
-                let delay = backoff(self.delay_min, self.delay_max, state.failures);
+                let delay = self.backoff.delay(state.failures);
                 state.retry_at = Some(Instant::now() + delay);
                 state.last_failure = Some(error.clone());
                 tracing::warn!(
@@ -270,25 +270,4 @@ async fn open_channel(connection: &Connection) -> Result<Channel, lapin::Error> 
         .confirm_select(ConfirmSelectOptions::default())
         .await?;
     Ok(channel)
-}
-
-/// The wait after `failures` consecutive failed attempts: `min`, doubled per further failure, at
-/// most `max`.
-pub(crate) fn backoff(min: Duration, max: Duration, failures: u32) -> Duration {
-    let doublings = failures.saturating_sub(1).min(20);
-    min.saturating_mul(1 << doublings).min(max)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn backoff_doubles_up_to_the_ceiling() {
-        let min = Duration::from_millis(100);
-        let max = Duration::from_secs(5);
-        let waits: Vec<u128> = (1..=9).map(|n| backoff(min, max, n).as_millis()).collect();
-        assert_eq!(waits, [100, 200, 400, 800, 1600, 3200, 5000, 5000, 5000]);
-        assert_eq!(backoff(min, max, u32::MAX), max);
-    }
 }

@@ -11,17 +11,19 @@ use async_trait::async_trait;
 use lapin::options::{BasicPublishOptions, QueueDeclareOptions};
 use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
 use lapin::{BasicProperties, Channel};
+use queuebox_application::source::SourceDriver;
 use queuebox_domain::secret::Secret;
 use queuebox_ports::health::HealthCheck;
+use queuebox_ports::health::SharedComponent as RabbitmqSourceHealth;
 use queuebox_ports::ingest::{Ingest, IngestOutcome, Ingested, Received, Rejection};
-use queuebox_rabbitmq::{
-    RabbitmqError, RabbitmqSource, RabbitmqSourceHealth, RabbitmqSourceOptions,
-};
+use queuebox_rabbitmq::{RabbitmqError, RabbitmqSource, RabbitmqSourceOptions};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use support::{TestClient, TestVhost, amqp_url, rabbitmqctl, unique, wait_for, with_vhost};
+use support::{
+    TestClient, TestVhost, amqp_url, declare_queue, rabbitmqctl, unique, wait_for, with_vhost,
+};
 use tokio::sync::{Semaphore, oneshot};
 use tokio::task::JoinHandle;
 
@@ -134,11 +136,12 @@ struct Running {
 
 impl Running {
     fn start(options: RabbitmqSourceOptions, ingest: Arc<Recorder>) -> Self {
-        let source = RabbitmqSource::new(options, ingest).unwrap_or_else(|e| panic!("{e}"));
+        let source = RabbitmqSource::new(options).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(source.name(), SOURCE);
-        let health = source.health();
+        let driver = SourceDriver::new(source, ingest);
+        let health = driver.health();
         let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(source.run(async move {
+        let task = tokio::spawn(driver.run(async move {
             let _ = stopped.await;
         }));
         Self {
@@ -171,21 +174,6 @@ impl Running {
             .expect("run does not panic");
         self.health
     }
-}
-
-/// Declares a durable queue as an operator would.
-async fn declare_queue(channel: &Channel, queue: &str) {
-    channel
-        .queue_declare(
-            ShortString::from(queue),
-            QueueDeclareOptions {
-                durable: true,
-                ..QueueDeclareOptions::default()
-            },
-            FieldTable::default(),
-        )
-        .await
-        .unwrap();
 }
 
 /// Whether `queue` exists, asked on a channel of its own (a failed passive declare closes it).
@@ -599,9 +587,8 @@ async fn a_message_still_being_stored_at_the_drain_bound_goes_back_to_the_queue(
 
 #[test]
 fn new_refuses_unusable_settings_without_printing_the_password() {
-    let ingest: Arc<dyn Ingest> = Recorder::answering([]);
     let error = |options: RabbitmqSourceOptions| -> RabbitmqError {
-        RabbitmqSource::new(options, Arc::clone(&ingest)).expect_err("refused")
+        RabbitmqSource::new(options).expect_err("refused")
     };
     let bad_url = error(RabbitmqSourceOptions::new(
         SOURCE,
@@ -629,7 +616,7 @@ fn new_refuses_unusable_settings_without_printing_the_password() {
     let options = RabbitmqSourceOptions::new(SOURCE, url, "q");
     assert_eq!(options.prefetch_count, 10);
     assert!(!options.declare_queue);
-    let source = RabbitmqSource::new(options, ingest).expect("valid");
+    let source = RabbitmqSource::new(options).expect("valid");
     assert!(!format!("{source:?}").contains("hunter2-pw"));
 }
 

@@ -5,12 +5,13 @@ use super::wake::DeliveryWake;
 use crate::lifecycle::StopSignal;
 use crate::telemetry::CaptureMetrics;
 use queuebox_domain::capture::wake_channel;
+use queuebox_ports::backoff::Backoff;
 use queuebox_ports::capture::WakeChannel;
 use std::sync::Arc;
 use std::time::Duration;
 
-const FIRST_BACKOFF: Duration = Duration::from_secs(1);
-const MAX_BACKOFF: Duration = Duration::from_secs(30);
+/// The waits before the subscription is renewed: one second, doubling up to thirty.
+const BACKOFF: Backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(30));
 
 /// Wakes `wake` on every notice of `identity`'s owner until `stop` fires. A broken subscription
 /// is renewed with a backoff from one second to thirty; each renewal wakes delivery once, since a
@@ -23,7 +24,7 @@ pub async fn follow_wakes(
 ) {
     let channel = wake_channel(&identity);
     let metrics = CaptureMetrics::new();
-    let mut backoff = FIRST_BACKOFF;
+    let mut failures: u32 = 0;
     loop {
         let subscribed = tokio::select! {
             subscribed = wakes.subscribe(&channel) => subscribed,
@@ -31,7 +32,7 @@ pub async fn follow_wakes(
         };
         let error = match subscribed {
             Ok(mut feed) => {
-                backoff = FIRST_BACKOFF;
+                failures = 0;
                 wake.wake();
                 loop {
                     let next = tokio::select! {
@@ -49,11 +50,12 @@ pub async fn follow_wakes(
             }
             Err(error) => error,
         };
+        failures = failures.saturating_add(1);
+        let backoff = BACKOFF.delay(failures);
         tracing::warn!(%error, %channel, retry_in_ms = backoff.as_millis() as u64, "following the capture owner's wake-ups failed; polling goes on");
         tokio::select! {
             _ = tokio::time::sleep(backoff) => {}
             _ = stop.stopped() => return,
         }
-        backoff = (backoff * 2).min(MAX_BACKOFF);
     }
 }

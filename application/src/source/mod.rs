@@ -3,10 +3,12 @@
 //!
 //! The client does the broker calls; the driver owns the rest, the same for every kind:
 //!
-//! - **Batches.** It receives up to `plan.batch` messages, stores them through the
-//!   [`Ingest`] port, settles the whole batch, then receives again. Messages sharing an order key
-//!   (a Kafka partition and record key) or an idempotency key are stored one after the other in
-//!   the broker's order, so the first of a key is the row kept; the others side by side.
+//! - **The pipeline.** At most `plan.batch` messages are in it at once; each is stored through
+//!   the [`Ingest`] port and settled as soon as it is decided (with `plan.whole_batches`, the
+//!   next batch is received once the last one is decided, and a batch is settled in one call).
+//!   Messages sharing an order key (a Kafka partition and record key) or an idempotency key are
+//!   stored one after the other in the broker's order, so the first of a key is the row kept;
+//!   the others side by side.
 //! - **Settlement.** A message is acknowledged only after its row committed (or when there is
 //!   nothing to store: a duplicate, a filtered message). A non-JSON body or a rejected transform
 //!   is stored by the pipeline as a `dead` row and acknowledged. A failed store is handed back
@@ -20,23 +22,29 @@
 //! - **Health.** The component `<kind>.<source>`: down "not consuming yet" until the first
 //!   connect, up while consuming, down with the reason while not, "stopping" during the drain and
 //!   "stopped" at the end.
-//! - **Drain.** On stop it receives nothing more, lets the batch being stored finish within
-//!   `plan.drain_timeout` (a wait before a hand-back is cut short), settles it (what did not
-//!   finish is handed back) and closes the client.
+//! - **Drain.** On stop (and on a break, before it connects again) it receives nothing more,
+//!   lets the messages being stored finish within `plan.drain_timeout` (a wait before a
+//!   hand-back is cut short at the stop), settles them (what did not finish is handed back) and,
+//!   at the stop, closes the client.
 
 mod order;
 #[cfg(test)]
 mod tests;
 mod verdict;
 
+use order::{KeyOrder, Turn};
+use queuebox_ports::backoff::Backoff;
 use queuebox_ports::health::SharedComponent;
 use queuebox_ports::ingest::{Ingest, IngestOutcome, Received};
 use queuebox_ports::source::{Delivery, Settle, SourceClient, SourcePlan};
+use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
-use tokio::task::JoinSet;
+use tokio::sync::watch;
+use tokio::task::{Id as TaskId, JoinSet};
 use tokio::time::{Instant, Interval, MissedTickBehavior};
 use verdict::{Verdict, Wait, verdict};
 
@@ -54,10 +62,9 @@ pub const STOPPED: &str = "stopped";
 pub struct SourceDriver<C: SourceClient> {
     client: C,
     plan: SourcePlan,
-    ingest: Arc<dyn Ingest>,
     health: SharedComponent,
-    /// Consecutive batches with a failed store, for the retry backoff.
-    storage_failures: u32,
+    shared: Arc<Shared>,
+    stopping: watch::Sender<bool>,
 }
 
 impl<C: SourceClient> std::fmt::Debug for SourceDriver<C> {
@@ -66,6 +73,16 @@ impl<C: SourceClient> std::fmt::Debug for SourceDriver<C> {
             .field("plan", &self.plan)
             .finish_non_exhaustive()
     }
+}
+
+/// What every message task reads.
+struct Shared {
+    kind: &'static str,
+    source: String,
+    ingest: Arc<dyn Ingest>,
+    retry: Backoff,
+    /// Consecutive messages whose store failed, for the retry backoff.
+    storage_failures: AtomicU32,
 }
 
 /// The stop future, remembered once it fired.
@@ -84,6 +101,62 @@ impl Stop<'_> {
     }
 }
 
+/// The messages of a session still in the pipeline, and the decided ones not settled yet.
+struct InFlight<T> {
+    tokens: HashMap<u64, T>,
+    tasks: JoinSet<(u64, Settle)>,
+    task_ids: HashMap<TaskId, u64>,
+    /// Decided messages not settled yet, with their place in the broker's order.
+    decided: Vec<(u64, T, Settle)>,
+    order: KeyOrder,
+    next: u64,
+}
+
+impl<T> InFlight<T> {
+    fn new(batch: usize) -> Self {
+        Self {
+            tokens: HashMap::new(),
+            tasks: JoinSet::new(),
+            task_ids: HashMap::new(),
+            decided: Vec::new(),
+            order: KeyOrder::new(batch),
+            next: 0,
+        }
+    }
+
+    /// Files the result of one finished task.
+    fn finished(&mut self, joined: Result<(TaskId, (u64, Settle)), tokio::task::JoinError>) {
+        let (id, settle) = match joined {
+            Ok((task, (id, settle))) => {
+                self.task_ids.remove(&task);
+                (id, settle)
+            }
+            Err(error) => {
+                let Some(id) = self.task_ids.remove(&error.id()) else {
+                    return;
+                };
+                if error.is_panic() {
+                    tracing::error!("a broker message task panicked; the message is handed back");
+                }
+                (id, Settle::Retry)
+            }
+        };
+        if let Some(token) = self.tokens.remove(&id) {
+            self.decided.push((id, token, settle));
+        }
+    }
+
+    /// The decided messages, in the broker's order, taken out for settling.
+    fn take_decided(&mut self) -> Vec<(T, Settle)> {
+        let mut decided = std::mem::take(&mut self.decided);
+        decided.sort_by_key(|(id, _, _)| *id);
+        decided
+            .into_iter()
+            .map(|(_, token, settle)| (token, settle))
+            .collect()
+    }
+}
+
 impl<C: SourceClient> SourceDriver<C> {
     /// A driver of `client` storing through `ingest`. The plan is read once, here.
     pub fn new(client: C, ingest: Arc<dyn Ingest>) -> Self {
@@ -93,12 +166,19 @@ impl<C: SourceClient> SourceDriver<C> {
             format!("{}.{}", plan.kind, plan.source),
             NOT_CONSUMING_YET,
         );
+        let shared = Arc::new(Shared {
+            kind: plan.kind,
+            source: plan.source.clone(),
+            ingest,
+            retry: plan.retry,
+            storage_failures: AtomicU32::new(0),
+        });
         Self {
             client,
             plan,
-            ingest,
             health,
-            storage_failures: 0,
+            shared,
+            stopping: watch::Sender::new(false),
         }
     }
 
@@ -131,10 +211,19 @@ impl<C: SourceClient> SourceDriver<C> {
                         %kind, %source, consumes = %self.plan.consumes, batch = self.plan.batch,
                         "broker source consuming"
                     );
-                    match self.consume(&mut stop).await {
-                        None => break,
+                    let mut in_flight = InFlight::new(self.plan.batch);
+                    let ended = self.consume(&mut stop, &mut in_flight).await;
+                    match ended {
+                        None => {
+                            self.health.down(STOPPING);
+                            self.stopping.send_replace(true);
+                            self.drain(&mut in_flight).await;
+                            break;
+                        }
                         Some(reason) => {
                             tracing::warn!(%kind, %source, %reason, "broker source stopped consuming; connecting again");
+                            self.health.down(reason.clone());
+                            self.drain(&mut in_flight).await;
                             // The link worked until now: start over from the shortest wait.
                             failures = 0;
                             reason
@@ -165,177 +254,157 @@ impl<C: SourceClient> SourceDriver<C> {
         tracing::info!(%kind, %source, "broker source stopped");
     }
 
-    /// Receives, stores and settles batches until the stop (`None`) or a break (its reason).
-    async fn consume(&mut self, stop: &mut Stop<'_>) -> Option<String> {
+    /// Receives, stores and settles until the stop (`None`) or a break (its reason).
+    async fn consume(
+        &mut self,
+        stop: &mut Stop<'_>,
+        in_flight: &mut InFlight<C::Token>,
+    ) -> Option<String> {
         let mut check = self.plan.check_every.map(|every| {
             let mut check = tokio::time::interval_at(Instant::now() + every, every);
             check.set_missed_tick_behavior(MissedTickBehavior::Delay);
             check
         });
         loop {
-            let received = tokio::select! {
+            let whole = self.plan.whole_batches;
+            if !in_flight.decided.is_empty() && (!whole || in_flight.tokens.is_empty()) {
+                let decided = in_flight.take_decided();
+                self.client.settle(decided).await;
+            }
+            let room = self.plan.batch.saturating_sub(in_flight.tokens.len());
+            let may_receive = room > 0 && (!whole || in_flight.tokens.is_empty());
+            tokio::select! {
                 biased;
                 () = stop.wait() => return None,
+                Some(joined) = in_flight.tasks.join_next_with_id(), if !in_flight.tasks.is_empty() => {
+                    in_flight.finished(joined);
+                }
                 () = tick(&mut check) => {
                     if let Err(failure) = self.client.check().await {
                         return Some(failure.reason);
                     }
-                    continue;
                 }
-                received = self.client.receive(self.plan.batch) => received,
-            };
-            let batch = match received {
-                Ok(batch) => batch,
-                Err(failure) => return Some(failure.reason),
-            };
-            if batch.is_empty() {
-                continue;
-            }
-            let settled = self.store(batch, stop).await;
-            self.client.settle(settled).await;
-            if stop.fired {
-                return None;
+                received = self.client.receive(room), if may_receive => match received {
+                    Ok(batch) => self.start(batch, in_flight),
+                    Err(failure) => return Some(failure.reason),
+                },
             }
         }
     }
 
-    /// Stores one batch and decides each message's settlement (after any wait it needs).
-    async fn store(
-        &mut self,
-        batch: Vec<Delivery<C::Token>>,
-        stop: &mut Stop<'_>,
-    ) -> Vec<(C::Token, Settle)> {
-        let count = batch.len();
-        let mut tokens = Vec::with_capacity(count);
-        let mut messages: Vec<Option<Received>> = Vec::with_capacity(count);
-        let mut keys = Vec::with_capacity(count);
+    /// Puts received messages into the pipeline, each after the earlier ones of its keys.
+    fn start(&self, batch: Vec<Delivery<C::Token>>, in_flight: &mut InFlight<C::Token>) {
         for delivery in batch {
-            let mut message_keys = Vec::with_capacity(2);
+            let mut keys = Vec::with_capacity(2);
             if let Some(order_key) = delivery.order_key {
-                message_keys.push(format!("order:{order_key}"));
+                keys.push(format!("order:{order_key}"));
             }
             if let Some(key) = self
+                .shared
                 .ingest
-                .idempotency_key(&self.plan.source, &delivery.received)
+                .idempotency_key(&self.shared.source, &delivery.received)
             {
-                message_keys.push(format!("key:{key}"));
+                keys.push(format!("key:{key}"));
             }
-            keys.push(message_keys);
-            tokens.push(delivery.token);
-            messages.push(Some(delivery.received));
+            let turn = in_flight.order.turn(keys);
+            let id = in_flight.next;
+            in_flight.next += 1;
+            in_flight.tokens.insert(id, delivery.token);
+            let shared = Arc::clone(&self.shared);
+            let stopping = self.stopping.subscribe();
+            let task = in_flight
+                .tasks
+                .spawn(store(shared, delivery.received, turn, stopping, id));
+            in_flight.task_ids.insert(task.id(), id);
         }
-        let outcomes: Arc<Mutex<Vec<Option<IngestOutcome>>>> =
-            Arc::new(Mutex::new(vec![None; count]));
-        let mut tasks = JoinSet::new();
-        for chain in order::chains(&keys) {
-            let chain: Vec<(usize, Received)> = chain
-                .into_iter()
-                .filter_map(|index| messages[index].take().map(|m| (index, m)))
-                .collect();
-            let ingest = Arc::clone(&self.ingest);
-            let source = self.plan.source.clone();
-            let outcomes = Arc::clone(&outcomes);
-            tasks.spawn(async move {
-                for (index, received) in chain {
-                    let outcome = ingest.ingest(&source, received).await.outcome;
-                    if let Some(slot) = outcomes
-                        .lock()
-                        .unwrap_or_else(PoisonError::into_inner)
-                        .get_mut(index)
-                    {
-                        *slot = Some(outcome);
-                    }
-                }
-            });
-        }
-        self.wait_for(&mut tasks, stop).await;
-        let outcomes =
-            std::mem::take(&mut *outcomes.lock().unwrap_or_else(PoisonError::into_inner));
-
-        let mut settled = Vec::with_capacity(count);
-        let mut wait = Duration::ZERO;
-        let (mut stored, mut storage_failed) = (false, false);
-        for (token, outcome) in tokens.into_iter().zip(outcomes) {
-            let Some(outcome) = outcome else {
-                // Not finished within the drain bound: handed back.
-                settled.push((token, Settle::Retry));
-                continue;
-            };
-            match verdict(&outcome) {
-                Verdict::Ack => {
-                    stored |= !matches!(outcome, IngestOutcome::Filtered);
-                    settled.push((token, Settle::Ack));
-                }
-                Verdict::AckUnstored { reason } => {
-                    tracing::error!(
-                        kind = %self.plan.kind, source = %self.plan.source, %reason,
-                        "the ingest pipeline refused a broker message without storing it; \
-                         acknowledging it so it cannot come back for ever (the message is dropped)"
-                    );
-                    settled.push((token, Settle::Ack));
-                }
-                Verdict::Retry { reason, wait: this } => {
-                    let this = match this {
-                        Wait::Growing => {
-                            if !storage_failed {
-                                storage_failed = true;
-                                self.storage_failures = self.storage_failures.saturating_add(1);
-                            }
-                            self.plan.retry.delay(self.storage_failures)
-                        }
-                        Wait::For(wait) => wait,
-                        Wait::First => self.plan.retry.min(),
-                    };
-                    tracing::warn!(
-                        kind = %self.plan.kind, source = %self.plan.source, %reason,
-                        retry_in_ms = millis(this),
-                        "a broker message is handed back"
-                    );
-                    wait = wait.max(this);
-                    settled.push((token, Settle::Retry));
-                }
-            }
-        }
-        if stored && !storage_failed {
-            self.storage_failures = 0;
-        }
-        if !wait.is_zero() && !stop.fired {
-            tokio::select! {
-                biased;
-                () = stop.wait() => self.health.down(STOPPING),
-                () = tokio::time::sleep(wait) => {}
-            }
-        }
-        settled
     }
 
-    /// Waits for the batch's tasks; after the stop, for at most the drain bound.
-    async fn wait_for(&self, tasks: &mut JoinSet<()>, stop: &mut Stop<'_>) {
-        let mut deadline = stop.fired.then(|| Instant::now() + self.plan.drain_timeout);
-        while !tasks.is_empty() {
-            tokio::select! {
-                biased;
-                joined = tasks.join_next() => {
-                    if let Some(Err(error)) = joined && error.is_panic() {
-                        tracing::error!(kind = %self.plan.kind, source = %self.plan.source, "a broker message task panicked; the message is handed back");
-                    }
-                }
-                () = stop.wait(), if deadline.is_none() => {
-                    self.health.down(STOPPING);
-                    deadline = Some(Instant::now() + self.plan.drain_timeout);
-                }
-                () = sleep_until(deadline) => {
+    /// Lets the messages in the pipeline finish within the drain bound, hands back the rest and
+    /// settles them all.
+    async fn drain(&mut self, in_flight: &mut InFlight<C::Token>) {
+        let deadline = Instant::now() + self.plan.drain_timeout;
+        while !in_flight.tasks.is_empty() {
+            match tokio::time::timeout_at(deadline, in_flight.tasks.join_next_with_id()).await {
+                Ok(Some(joined)) => in_flight.finished(joined),
+                Ok(None) => break,
+                Err(_) => {
                     tracing::warn!(
-                        kind = %self.plan.kind, source = %self.plan.source, in_flight = tasks.len(),
+                        kind = %self.plan.kind, source = %self.plan.source,
+                        in_flight = in_flight.tasks.len(),
                         drain_timeout_ms = millis(self.plan.drain_timeout),
                         "broker source stopping with messages still being stored; they are handed back"
                     );
-                    tasks.abort_all();
-                    while tasks.join_next().await.is_some() {}
+                    in_flight.tasks.abort_all();
+                    while let Some(joined) = in_flight.tasks.join_next_with_id().await {
+                        in_flight.finished(joined);
+                    }
                 }
             }
         }
+        let unfinished: Vec<(u64, C::Token)> = in_flight.tokens.drain().collect();
+        in_flight.decided.extend(
+            unfinished
+                .into_iter()
+                .map(|(id, token)| (id, token, Settle::Retry)),
+        );
+        let decided = in_flight.take_decided();
+        if !decided.is_empty() {
+            self.client.settle(decided).await;
+        }
     }
+}
+
+/// One message's task: waits for its turn, stores it, decides its settlement (waiting before a
+/// hand-back, cut short by the stop) and returns it.
+async fn store(
+    shared: Arc<Shared>,
+    received: Received,
+    mut turn: Turn,
+    mut stopping: watch::Receiver<bool>,
+    id: u64,
+) -> (u64, Settle) {
+    turn.wait().await;
+    let outcome = shared.ingest.ingest(&shared.source, received).await.outcome;
+    let (kind, source) = (shared.kind, shared.source.as_str());
+    let settle = match verdict(&outcome) {
+        Verdict::Ack => {
+            if !matches!(outcome, IngestOutcome::Filtered) {
+                shared.storage_failures.store(0, Ordering::Relaxed);
+            }
+            Settle::Ack
+        }
+        Verdict::AckUnstored { reason } => {
+            tracing::error!(
+                %kind, %source, %reason,
+                "the ingest pipeline refused a broker message without storing it; acknowledging \
+                 it so it cannot come back for ever (the message is dropped)"
+            );
+            Settle::Ack
+        }
+        Verdict::Retry { reason, wait } => {
+            let wait = match wait {
+                Wait::Growing => {
+                    let failures = shared
+                        .storage_failures
+                        .fetch_add(1, Ordering::Relaxed)
+                        .saturating_add(1);
+                    shared.retry.delay(failures)
+                }
+                Wait::For(wait) => wait,
+                Wait::First => shared.retry.min(),
+            };
+            tracing::warn!(%kind, %source, %reason, retry_in_ms = millis(wait), "a broker message is handed back");
+            if !*stopping.borrow() {
+                tokio::select! {
+                    () = tokio::time::sleep(wait) => {}
+                    _ = stopping.wait_for(|stopping| *stopping) => {}
+                }
+            }
+            Settle::Retry
+        }
+    };
+    drop(turn);
+    (id, settle)
 }
 
 /// The next tick of `check`; never, without one.
@@ -344,14 +413,6 @@ async fn tick(check: &mut Option<Interval>) {
         Some(check) => {
             check.tick().await;
         }
-        None => std::future::pending().await,
-    }
-}
-
-/// Sleeps until `deadline`; for ever without one.
-async fn sleep_until(deadline: Option<Instant>) {
-    match deadline {
-        Some(deadline) => tokio::time::sleep_until(deadline).await,
         None => std::future::pending().await,
     }
 }

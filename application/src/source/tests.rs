@@ -10,6 +10,7 @@ use queuebox_ports::backoff::Backoff;
 use queuebox_ports::ingest::{Ingested, Rejection};
 use queuebox_ports::source::SourceFailure;
 use std::collections::{HashMap, VecDeque};
+use std::sync::Mutex;
 use tokio::sync::oneshot;
 use uuid::Uuid;
 
@@ -23,6 +24,11 @@ struct Client {
     batches: Script<Result<Vec<Message>, String>>,
     settled: Arc<Mutex<Vec<(u32, Settle, Instant)>>>,
     closed: Arc<Mutex<bool>>,
+    /// Messages handed out so far: the next batch comes once they are all settled, as a broker
+    /// redelivers a message only once it is handed back.
+    handed: Arc<Mutex<usize>>,
+    /// The plan's `whole_batches`.
+    whole: bool,
 }
 
 #[async_trait]
@@ -38,6 +44,7 @@ impl SourceClient for Client {
             reconnect: Backoff::new(Duration::from_millis(100), Duration::from_millis(400)),
             retry: Backoff::new(Duration::from_millis(200), Duration::from_secs(5)),
             drain_timeout: Duration::from_secs(2),
+            whole_batches: self.whole,
             check_every: None,
         }
     }
@@ -48,7 +55,13 @@ impl SourceClient for Client {
     }
 
     async fn receive(&self, _max: usize) -> Result<Vec<Delivery<u32>>, SourceFailure> {
+        while self.settled.lock().unwrap().len() < *self.handed.lock().unwrap() {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
         let next = self.batches.lock().unwrap().pop_front();
+        if let Some(Ok(batch)) = &next {
+            *self.handed.lock().unwrap() += batch.len();
+        }
         match next {
             None => std::future::pending().await,
             Some(Err(reason)) => Err(SourceFailure::new(reason)),
@@ -345,4 +358,38 @@ async fn the_stop_drains_the_batch_and_hands_back_what_outlives_the_drain_bound(
         [(1, Settle::Retry)],
         "a message still being stored at the drain bound is handed back"
     );
+}
+
+#[tokio::test(start_paused = true)]
+async fn whole_batches_are_settled_in_one_call_in_the_order_received() {
+    for whole in [false, true] {
+        let client = Client {
+            whole,
+            ..Client::default()
+        };
+        client.batches.lock().unwrap().push_back(Ok(vec![
+            (1, "first", Some("p")),
+            (2, "second", Some("p")),
+            (3, "third", None),
+        ]));
+        let pipeline = Arc::new(Pipeline {
+            delay: Duration::from_millis(100),
+            ..Pipeline::default()
+        });
+        let running = start(&client, pipeline);
+        settled_count(&client, 3).await;
+        let settled = client.settled.lock().unwrap().clone();
+        let tokens: Vec<u32> = settled.iter().map(|s| s.0).collect();
+        let at_once = settled.iter().all(|s| s.2 == settled[0].2);
+        if whole {
+            assert_eq!(tokens, [1, 2, 3], "{settled:?}");
+            assert!(at_once, "one settle call for the batch: {settled:?}");
+        } else {
+            assert!(
+                !at_once,
+                "each message settled when it is decided: {settled:?}"
+            );
+        }
+        running.stop().await;
+    }
 }

@@ -78,11 +78,9 @@ pub fn source(
         ConfiguredOffsetReset::Latest => AutoOffsetReset::Latest,
     };
     options.max_poll_records = kafka.max_poll_records;
-    let consumer = KafkaSource::new(options, Arc::clone(context.ingest))
-        .with_context(|| format!("sources.{name}"))?;
-    let health = Arc::new(consumer.health());
-    Ok(StartedSource::Consumer(SourceConsumer::new(
-        health,
-        move |mut stop| async move { consumer.run(async move { stop.stopped().await }).await },
+    let client = KafkaSource::new(options).with_context(|| format!("sources.{name}"))?;
+    Ok(StartedSource::Consumer(SourceConsumer::driven(
+        client,
+        Arc::clone(context.ingest),
     )))
 }

@@ -80,11 +80,9 @@ pub fn source(
     options.filter_subject = nats.filter_subject.clone();
     options.ack_wait = nats.ack_wait;
     options.batch_size = nats.batch_size;
-    let consumer = NatsSource::new(options, Arc::clone(context.ingest))
-        .with_context(|| format!("sources.{name}"))?;
-    let health = Arc::new(consumer.health());
-    Ok(StartedSource::Consumer(SourceConsumer::new(
-        health,
-        move |mut stop| async move { consumer.run(async move { stop.stopped().await }).await },
+    let client = NatsSource::new(options).with_context(|| format!("sources.{name}"))?;
+    Ok(StartedSource::Consumer(SourceConsumer::driven(
+        client,
+        Arc::clone(context.ingest),
     )))
 }

@@ -74,11 +74,9 @@ pub fn source(
     options.prefetch_count = rabbitmq.prefetch_count;
     options.declare_queue = rabbitmq.declare_queue;
     options.connection_name = Some(format!("queuebox source {name}"));
-    let consumer = RabbitmqSource::new(options, Arc::clone(context.ingest))
-        .with_context(|| format!("sources.{name}"))?;
-    let health = Arc::new(consumer.health());
-    Ok(StartedSource::Consumer(SourceConsumer::new(
-        health,
-        move |mut stop| async move { consumer.run(async move { stop.stopped().await }).await },
+    let client = RabbitmqSource::new(options).with_context(|| format!("sources.{name}"))?;
+    Ok(StartedSource::Consumer(SourceConsumer::driven(
+        client,
+        Arc::clone(context.ingest),
     )))
 }

@@ -3,10 +3,12 @@
 
 use queuebox_application::health::HealthRegistry;
 use queuebox_application::lifecycle::{StopSignal, Workers};
+use queuebox_application::source::SourceDriver;
 use queuebox_config::Settings;
 use queuebox_http::InboxRoute;
 use queuebox_ports::health::HealthCheck;
 use queuebox_ports::ingest::Ingest;
+use queuebox_ports::source::SourceClient;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -54,6 +56,16 @@ impl SourceConsumer {
             health,
             run: Box::new(move |stop| Box::pin(run(stop))),
         }
+    }
+
+    /// The consumer of a broker source: `client` run by the application's source driver, which
+    /// stores through `ingest`, settles, reconnects and reports the component `<kind>.<name>`.
+    pub fn driven(client: impl SourceClient, ingest: Arc<dyn Ingest>) -> Self {
+        let driver = SourceDriver::new(client, ingest);
+        let health = Arc::new(driver.health());
+        Self::new(health, move |mut stop| async move {
+            driver.run(async move { stop.stopped().await }).await;
+        })
     }
 }
 

@@ -1,27 +1,27 @@
-//! The Kafka inbox source: the topics of one source read by one consumer of its group.
+//! The Kafka inbox source: the broker calls of one consumer of the source's group, behind the
+//! [`SourceClient`] port. The application's source driver runs it: it stores each batch through
+//! the ingest pipeline, then settles it here (see `queuebox_application::source`).
 //!
-//! [`KafkaSource::run`] subscribes to `topics` in the group `groupId` and reads records in
-//! batches of up to `maxPollRecords`. Each record becomes a
-//! [`Received`](queuebox_ports::ingest::Received) (see `convert`) handed to [`Ingest::ingest`].
-//! Records of one partition with the same record key are stored one after the other, in offset
-//! order; the others side by side. Once the whole batch has answered, each partition's unbroken
-//! run of done records is stored as the group's next offset (see `offsets`), and librdkafka
-//! commits stored offsets every second, when partitions are taken away in a rebalance, and at
-//! the stop. A record whose store failed is read again: the consumer seeks back to it after a
-//! delay that grows while stores keep failing. So an offset is committed only after the rows of
+//! [`SourceClient::connect`] subscribes to `topics` in the group `groupId` (once; librdkafka
+//! reconnects to the brokers itself) and asks the brokers for the topics' metadata, so a broker
+//! that cannot be reached or a missing topic shows in the health component. A batch is up to
+//! `maxPollRecords` records; the plan asks the driver for whole batches, so the consumer is not
+//! polled while a batch is being stored, and a rebalance waits for the batch to finish and its
+//! offsets to be stored. Each record becomes a [`Received`](queuebox_ports::ingest::Received)
+//! (see `convert`); its order key is its topic, partition and record key, so records of one
+//! partition with one record key are stored one after the other, in offset order.
+//!
+//! [`SourceClient::settle`] stores, per partition, the offset after the unbroken run of
+//! acknowledged records as the group's next offset (see `offsets`), and seeks back to the first
+//! record to read again; librdkafka commits stored offsets every second, when partitions are
+//! taken away in a rebalance, and at the stop. So an offset is committed only after the rows of
 //! every record before it committed, and a crash in between reads the records again, which the
 //! inbox's idempotency key turns into duplicates.
-//!
-//! While a batch is being stored the consumer is not polled, so a rebalance waits for the batch
-//! to finish and its offsets to be stored.
 
 mod convert;
-mod health;
 mod offsets;
 mod options;
-mod settle;
 
-pub use health::KafkaSourceHealth;
 pub use options::{
     AutoOffsetReset, DEFAULT_MAX_POLL_RECORDS, DEFAULT_PROBE_INTERVAL, DEFAULT_RETRY_DELAY_MAX,
     DEFAULT_RETRY_DELAY_MIN, KafkaSourceOptions,
@@ -30,11 +30,12 @@ pub use options::{
 use crate::client::{client_config, redactor};
 use crate::context::{LinkContext, LinkProblem};
 use crate::error::KafkaError;
+use async_trait::async_trait;
 use futures::FutureExt;
 use offsets::{Handled, plan};
 use queuebox_domain::redact::Redactor;
-use queuebox_ports::health::HealthCheck as _;
-use queuebox_ports::ingest::Ingest;
+use queuebox_ports::backoff::Backoff;
+use queuebox_ports::source::{Delivery, Settle, SourceClient, SourceFailure, SourcePlan};
 use rdkafka::Message;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{CommitMode, Consumer, StreamConsumer};
@@ -42,10 +43,6 @@ use rdkafka::error::KafkaError as RdKafkaError;
 use rdkafka::message::OwnedMessage;
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 use rdkafka::types::RDKafkaErrorCode;
-use settle::{Settlement, settlement};
-use std::collections::HashMap;
-use std::future::Future;
-use std::pin::pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -53,8 +50,10 @@ use std::time::{Duration, Instant};
 const MAX_REASON_BYTES: usize = 1024;
 /// How long one broker call of the source (a metadata probe, a seek, the final commit) may block.
 const BROKER_CALL_TIMEOUT: Duration = Duration::from_secs(5);
-/// How often an unhealthy source checks its brokers and topics again.
+/// How often an unhealthy source checks its brokers and topics again (its reconnect wait).
 const UNHEALTHY_PROBE_INTERVAL: Duration = Duration::from_secs(1);
+/// How long a stopping source waits for the batch being stored.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 /// How often librdkafka commits the stored offsets.
 const AUTO_COMMIT_INTERVAL: Duration = Duration::from_secs(1);
 /// How long the group waits for a member that stopped answering (killed) before it hands the
@@ -73,23 +72,25 @@ const METADATA_REFRESH: Duration = Duration::from_secs(5);
 
 type Client = StreamConsumer<LinkContext>;
 
-/// One configured Kafka inbox source.
-///
-/// Build it at start with [`KafkaSource::new`] (no connection is made), register
-/// [`KafkaSource::health`] with the health registry, then drive [`KafkaSource::run`] as a worker
-/// until the shutdown.
+/// One configured Kafka inbox source: the client the source driver runs.
 pub struct KafkaSource {
     name: String,
     topics: Vec<String>,
     max_poll_records: usize,
-    retry_delay_min: Duration,
-    retry_delay_max: Duration,
+    retry: Backoff,
     probe_interval: Duration,
     config: ClientConfig,
     context: LinkContext,
-    ingest: Arc<dyn Ingest>,
-    health: KafkaSourceHealth,
+    consumer: Option<Arc<Client>>,
     redactor: Redactor,
+}
+
+/// Where a record sits: what settling it needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KafkaToken {
+    topic: String,
+    partition: i32,
+    offset: i64,
 }
 
 impl std::fmt::Debug for KafkaSource {
@@ -110,7 +111,7 @@ impl KafkaSource {
     ///
     /// # Errors
     /// [`KafkaError::InvalidSetting`] naming the source and the key; never the password.
-    pub fn new(options: KafkaSourceOptions, ingest: Arc<dyn Ingest>) -> Result<Self, KafkaError> {
+    pub fn new(options: KafkaSourceOptions) -> Result<Self, KafkaError> {
         let owner = format!("source `{}`", options.name);
         let invalid = |what: String| KafkaError::InvalidSetting {
             owner: owner.clone(),
@@ -167,99 +168,21 @@ impl KafkaSource {
                 PREFETCH_MAX_KBYTES.to_string(),
             );
         Ok(Self {
-            health: health::component(&options.name),
             name: options.name,
             topics: options.topics,
             max_poll_records: usize::try_from(options.max_poll_records).unwrap_or(usize::MAX),
-            retry_delay_min: options.retry_delay_min,
-            retry_delay_max: options.retry_delay_max.max(options.retry_delay_min),
+            retry: Backoff::new(options.retry_delay_min, options.retry_delay_max),
             probe_interval: options.probe_interval,
             config,
             context: LinkContext::default(),
-            ingest,
+            consumer: None,
             redactor: redactor(&connection, MAX_REASON_BYTES),
         })
     }
 
-    /// The health component `kafka.<name>` of this source (shares its state).
-    pub fn health(&self) -> KafkaSourceHealth {
-        self.health.clone()
-    }
-
-    /// Consumes until `stop` completes, then stores and commits the offsets of what it handled,
-    /// leaves the group and returns.
-    pub async fn run(self, stop: impl Future<Output = ()>) {
-        let mut stop = pin!(stop.fuse());
-        let consumer = match self.subscribe() {
-            Ok(consumer) => Arc::new(consumer),
-            Err(reason) => {
-                // librdkafka refused settings that passed our checks: nothing to retry.
-                tracing::error!(source = %self.name, "{reason}");
-                self.health.down(reason);
-                stop.await;
-                return;
-            }
-        };
-        let prober = tokio::spawn(probe_loop(
-            Arc::clone(&consumer),
-            self.topics.clone(),
-            self.context.clone(),
-            self.health.clone(),
-            self.redactor.clone(),
-            self.probe_interval,
-        ));
-        let mut failures: u32 = 0;
-        loop {
-            let first = tokio::select! {
-                () = &mut stop => break,
-                record = consumer.recv() => record,
-            };
-            let mut batch = Vec::with_capacity(self.max_poll_records.min(1024));
-            match first {
-                Ok(record) => batch.push(record.detach()),
-                Err(error) => {
-                    self.consumer_error(&error);
-                    continue;
-                }
-            }
-            while batch.len() < self.max_poll_records {
-                match consumer.recv().now_or_never() {
-                    Some(Ok(record)) => batch.push(record.detach()),
-                    Some(Err(error)) => {
-                        self.consumer_error(&error);
-                        break;
-                    }
-                    None => break,
-                }
-            }
-            let settlements = self.handle(&batch).await;
-            let retry_wait = self.settle(&consumer, &batch, &settlements).await;
-            match retry_wait {
-                None => failures = 0,
-                Some(asked) => {
-                    failures = failures.saturating_add(1);
-                    let wait = asked.unwrap_or_else(|| self.retry_delay(failures));
-                    tokio::select! {
-                        () = &mut stop => break,
-                        () = tokio::time::sleep(wait) => {}
-                    }
-                }
-            }
-        }
-        prober.abort();
-        self.health.down("stopped");
-        // Commit what was stored, then leave the group (the consumer's close, in its drop).
-        let name = self.name.clone();
-        let closing = tokio::task::spawn_blocking(move || {
-            if let Err(error) = consumer.commit_consumer_state(CommitMode::Sync) {
-                // Nothing stored since the last commit is reported as an error too.
-                tracing::debug!(source = %name, "final offset commit: {error}");
-            }
-            drop(consumer);
-        });
-        if let Err(error) = closing.await {
-            tracing::warn!(source = %self.name, "closing the Kafka consumer failed: {error}");
-        }
+    /// The source name.
+    pub fn name(&self) -> &str {
+        &self.name
     }
 
     /// The consumer, subscribed to the topics.
@@ -281,8 +204,8 @@ impl KafkaSource {
         Ok(consumer)
     }
 
-    /// Reports an error the consumer returned instead of a record.
-    fn consumer_error(&self, error: &RdKafkaError) {
+    /// The failure of an error the consumer returned instead of a record.
+    fn consumer_error(&self, error: &RdKafkaError) -> SourceFailure {
         let reason = match error.rdkafka_error_code() {
             Some(RDKafkaErrorCode::UnknownTopicOrPartition | RDKafkaErrorCode::UnknownTopic) => {
                 format!(
@@ -292,89 +215,135 @@ impl KafkaSource {
             }
             _ => format!("the consumer reported: {error}"),
         };
-        let reason = self.redactor.redact(&reason);
-        tracing::warn!(source = %self.name, "{reason}");
-        self.health.down(reason);
+        SourceFailure::new(self.redactor.redact(&reason))
     }
 
-    /// Hands every record of `batch` to the pipeline and returns each one's settlement, in batch
-    /// order. Records of one partition with one record key go one after the other.
-    async fn handle(&self, batch: &[OwnedMessage]) -> Vec<Settlement> {
-        let mut chains: Vec<Vec<usize>> = Vec::new();
-        let mut keyed: HashMap<(&str, i32, &[u8]), usize> = HashMap::new();
-        for (index, record) in batch.iter().enumerate() {
-            match record.key().filter(|key| !key.is_empty()) {
-                Some(key) => {
-                    let chain = *keyed
-                        .entry((record.topic(), record.partition(), key))
-                        .or_insert_with(|| {
-                            chains.push(Vec::new());
-                            chains.len() - 1
-                        });
-                    chains[chain].push(index);
+    /// Asks the brokers for the topics' metadata: they answer, and every topic exists.
+    async fn probe(&self, consumer: &Arc<Client>) -> Result<(), SourceFailure> {
+        let started = Instant::now();
+        let probing = Arc::clone(consumer);
+        let probed =
+            tokio::task::spawn_blocking(move || probing.fetch_metadata(None, BROKER_CALL_TIMEOUT))
+                .await;
+        let reason = match probed {
+            Ok(Ok(metadata)) => {
+                let missing: Vec<&str> = self
+                    .topics
+                    .iter()
+                    .filter(|topic| {
+                        !metadata
+                            .topics()
+                            .iter()
+                            .any(|t| t.name() == topic.as_str() && t.error().is_none())
+                    })
+                    .map(String::as_str)
+                    .collect();
+                if missing.is_empty() {
+                    return Ok(());
                 }
-                None => chains.push(vec![index]),
+                format!(
+                    "topic `{}` does not exist on the brokers; create it (QueueBox never creates a source's topics)",
+                    missing.join("`, `")
+                )
             }
-        }
-        let mut settlements = vec![Settlement::Done; batch.len()];
-        let results = futures::future::join_all(chains.into_iter().map(|chain| async move {
-            let mut settled = Vec::with_capacity(chain.len());
-            for index in chain {
-                let received = convert::received(&batch[index]);
-                let ingested = self.ingest.ingest(&self.name, received).await;
-                settled.push((index, settlement(&ingested.outcome)));
-            }
-            settled
-        }))
-        .await;
-        for (index, settled) in results.into_iter().flatten() {
-            settlements[index] = settled;
-        }
-        settlements
+            Ok(Err(error)) => match self.context.error_since(started) {
+                Some(link) if link.problem == LinkProblem::Auth => {
+                    format!("the brokers refused the login: {}", link.reason)
+                }
+                Some(link) => format!("no broker reachable: {}", link.reason),
+                None => format!("no broker answered the metadata request: {error}"),
+            },
+            Err(error) => format!("the metadata probe failed: {error}"),
+        };
+        Err(SourceFailure::new(self.redactor.redact(&reason)))
     }
 
-    /// Stores the offsets the batch allows and seeks back where records must be read again.
-    /// Returns `None` when every record is done, else the wait a record asked for, if any.
-    async fn settle(
-        &self,
-        consumer: &Arc<Client>,
-        batch: &[OwnedMessage],
-        settlements: &[Settlement],
-    ) -> Option<Option<Duration>> {
-        let mut retry: Option<Option<Duration>> = None;
-        let mut handled = Vec::with_capacity(batch.len());
-        for (record, settled) in batch.iter().zip(settlements) {
-            match settled {
-                Settlement::Done => {}
-                Settlement::DoneUnstored { reason } => tracing::error!(
-                    source = %self.name,
-                    topic = record.topic(),
-                    partition = record.partition(),
-                    offset = record.offset(),
-                    "the record was refused and not stored; moving past it: {reason}"
-                ),
-                Settlement::Retry { reason, wait } => {
-                    tracing::warn!(
-                        source = %self.name,
-                        topic = record.topic(),
-                        partition = record.partition(),
-                        offset = record.offset(),
-                        "the record will be read again: {reason}"
-                    );
-                    let longest = match (retry.flatten(), *wait) {
-                        (Some(a), Some(b)) => Some(a.max(b)),
-                        (a, b) => a.or(b),
-                    };
-                    retry = Some(longest);
-                }
-            }
-            handled.push(Handled {
-                topic: record.topic(),
+    fn delivery(record: OwnedMessage) -> Delivery<KafkaToken> {
+        let received = convert::received(&record);
+        let order_key = record.key().filter(|key| !key.is_empty()).map(|key| {
+            format!(
+                "{}/{}/{}",
+                record.topic(),
+                record.partition(),
+                String::from_utf8_lossy(key)
+            )
+        });
+        Delivery {
+            token: KafkaToken {
+                topic: record.topic().to_owned(),
                 partition: record.partition(),
                 offset: record.offset(),
-                done: settled.is_done(),
-            });
+            },
+            received,
+            order_key,
         }
+    }
+}
+
+#[async_trait]
+impl SourceClient for KafkaSource {
+    type Token = KafkaToken;
+
+    fn plan(&self) -> SourcePlan {
+        SourcePlan {
+            kind: crate::BACKEND,
+            source: self.name.clone(),
+            consumes: format!("topics `{}`", self.topics.join("`, `")),
+            batch: self.max_poll_records,
+            whole_batches: true,
+            reconnect: Backoff::new(UNHEALTHY_PROBE_INTERVAL, UNHEALTHY_PROBE_INTERVAL),
+            retry: self.retry,
+            drain_timeout: DRAIN_TIMEOUT,
+            check_every: Some(self.probe_interval),
+        }
+    }
+
+    async fn connect(&mut self) -> Result<(), SourceFailure> {
+        let consumer = match &self.consumer {
+            Some(consumer) => Arc::clone(consumer),
+            None => {
+                // librdkafka refusing settings that passed our checks shows as a health reason
+                // that stays: every attempt is refused the same way.
+                let consumer = Arc::new(self.subscribe().map_err(SourceFailure::new)?);
+                self.consumer = Some(Arc::clone(&consumer));
+                consumer
+            }
+        };
+        self.probe(&consumer).await
+    }
+
+    async fn receive(&self, max: usize) -> Result<Vec<Delivery<KafkaToken>>, SourceFailure> {
+        let Some(consumer) = &self.consumer else {
+            return Err(SourceFailure::new("not subscribed"));
+        };
+        let mut batch = Vec::with_capacity(max.min(1024));
+        match consumer.recv().await {
+            Ok(record) => batch.push(Self::delivery(record.detach())),
+            Err(error) => return Err(self.consumer_error(&error)),
+        }
+        while batch.len() < max {
+            match consumer.recv().now_or_never() {
+                Some(Ok(record)) => batch.push(Self::delivery(record.detach())),
+                // An error after the first record shows on the next receive.
+                _ => break,
+            }
+        }
+        Ok(batch)
+    }
+
+    async fn settle(&self, settled: Vec<(KafkaToken, Settle)>) {
+        let Some(consumer) = &self.consumer else {
+            return;
+        };
+        let handled: Vec<Handled<'_>> = settled
+            .iter()
+            .map(|(token, settle)| Handled {
+                topic: &token.topic,
+                partition: token.partition,
+                offset: token.offset,
+                done: *settle == Settle::Ack,
+            })
+            .collect();
         let plans = plan(&handled);
         let mut stored = TopicPartitionList::new();
         for partition in &plans {
@@ -416,78 +385,30 @@ impl KafkaSource {
                 Err(error) => tracing::warn!(source = %self.name, "seek task: {error}"),
             }
         }
-        retry
     }
 
-    /// The wait before reading failed records again after `failures` failed batches in a row.
-    fn retry_delay(&self, failures: u32) -> Duration {
-        let factor = 2_u32.saturating_pow(failures.saturating_sub(1).min(16));
-        self.retry_delay_min
-            .saturating_mul(factor)
-            .min(self.retry_delay_max)
+    async fn check(&self) -> Result<(), SourceFailure> {
+        match &self.consumer {
+            Some(consumer) => self.probe(consumer).await,
+            None => Err(SourceFailure::new("not subscribed")),
+        }
     }
-}
 
-/// Keeps the health component current: asks the brokers for the topics' metadata every
-/// `interval` while healthy, every second while not.
-async fn probe_loop(
-    consumer: Arc<Client>,
-    topics: Vec<String>,
-    context: LinkContext,
-    health: KafkaSourceHealth,
-    redactor: Redactor,
-    interval: Duration,
-) {
-    loop {
-        let started = Instant::now();
-        let probing = Arc::clone(&consumer);
-        let probed =
-            tokio::task::spawn_blocking(move || probing.fetch_metadata(None, BROKER_CALL_TIMEOUT))
-                .await;
-        let state = match probed {
-            Ok(Ok(metadata)) => {
-                let missing: Vec<&str> = topics
-                    .iter()
-                    .filter(|topic| {
-                        !metadata
-                            .topics()
-                            .iter()
-                            .any(|t| t.name() == topic.as_str() && t.error().is_none())
-                    })
-                    .map(String::as_str)
-                    .collect();
-                if missing.is_empty() {
-                    Ok(())
-                } else {
-                    Err(format!(
-                        "topic `{}` does not exist on the brokers; create it (QueueBox never creates a source's topics)",
-                        missing.join("`, `")
-                    ))
-                }
-            }
-            Ok(Err(error)) => Err(match context.error_since(started) {
-                Some(link) if link.problem == LinkProblem::Auth => {
-                    format!("the brokers refused the login: {}", link.reason)
-                }
-                Some(link) => format!("no broker reachable: {}", link.reason),
-                None => format!("no broker answered the metadata request: {error}"),
-            }),
-            Err(error) => Err(format!("the metadata probe failed: {error}")),
+    async fn close(&mut self) {
+        let Some(consumer) = self.consumer.take() else {
+            return;
         };
-        let wait = match state {
-            Ok(()) => {
-                health.up();
-                interval
+        // Commit what was stored, then leave the group (the consumer's close, in its drop).
+        let name = self.name.clone();
+        let closing = tokio::task::spawn_blocking(move || {
+            if let Err(error) = consumer.commit_consumer_state(CommitMode::Sync) {
+                // Nothing stored since the last commit is reported as an error too.
+                tracing::debug!(source = %name, "final offset commit: {error}");
             }
-            Err(reason) => {
-                let reason = redactor.redact(&reason);
-                if health.state().as_ref().err() != Some(&reason) {
-                    tracing::warn!(component = %health.name(), "{reason}");
-                }
-                health.down(reason);
-                UNHEALTHY_PROBE_INTERVAL
-            }
-        };
-        tokio::time::sleep(wait).await;
+            drop(consumer);
+        });
+        if let Err(error) = closing.await {
+            tracing::warn!(source = %self.name, "closing the Kafka consumer failed: {error}");
+        }
     }
 }

@@ -1,46 +1,37 @@
-//! The NATS inbox source: one JetStream stream read through a durable pull consumer into the
-//! ingest pipeline.
+//! The NATS inbox source: the broker calls of one JetStream stream read through a durable pull
+//! consumer, behind the [`SourceClient`] port. The application's source driver runs it: it
+//! stores each message through the ingest pipeline, then settles it here (see
+//! `queuebox_application::source`).
 //!
-//! [`NatsSource::run`] connects, checks the stream, creates or updates the durable consumer (see
-//! `setup` for why the consumer but never the stream), and pulls up to `batchSize` messages at a
-//! time. Each message becomes a [`Received`](queuebox_ports::ingest::Received) (headers as pairs,
-//! `Nats-Msg-Id` as the broker's message id) handed to [`Ingest::ingest`]; at most `batchSize`
-//! are in the pipeline at once, two of one idempotency key one after the other in stream order
-//! (see `order`), and each is settled once its outcome is known (see `settle`):
-//! the acknowledgement always follows the committed row, so a crash in between lets JetStream
-//! redeliver the message after `ackWaitMs`, and the idempotency key turns the copy into a
-//! duplicate.
+//! [`SourceClient::connect`] connects (once; async-nats reconnects the client), checks the
+//! stream, creates or updates the durable consumer (see `setup` for why the consumer but never
+//! the stream) and starts pulling up to `batchSize` messages at a time. Each message becomes a
+//! [`Received`](queuebox_ports::ingest::Received) (headers as pairs, `Nats-Msg-Id` as the
+//! broker's message id). [`Settle::Ack`] is `+ACK`, [`Settle::Retry`] is `-NAK` (JetStream
+//! delivers it again at once: the driver already waited). A message delivered but never settled
+//! (a crash, a stop past the drain bound) is redelivered by JetStream after `ackWaitMs`.
 
-mod health;
 mod options;
-mod order;
-mod settle;
 mod setup;
 
-pub use health::NatsSourceHealth;
 pub use options::{
     DEFAULT_ACK_WAIT, DEFAULT_BATCH_SIZE, DEFAULT_DRAIN_TIMEOUT, DEFAULT_NAK_DELAY_MAX,
     DEFAULT_NAK_DELAY_MIN, DEFAULT_RETRY_DELAY_MAX, DEFAULT_RETRY_DELAY_MIN, DEFAULT_SETUP_TIMEOUT,
     NatsSourceOptions,
 };
 
-use crate::connect::{Endpoint, backoff};
+use crate::connect::Endpoint;
 use crate::error::NatsError;
 use crate::headers::received;
 use async_nats::jetstream::AckKind;
-use async_nats::jetstream::consumer::pull::MessagesErrorKind;
-use futures::StreamExt;
-use order::{KeyOrder, Turn};
-use queuebox_ports::ingest::{Ingest, Received};
-use settle::{Settlement, settlement};
+use async_nats::jetstream::Message;
+use async_nats::jetstream::consumer::pull::{MessagesErrorKind, Stream as Pulled};
+use async_trait::async_trait;
+use futures::{FutureExt, StreamExt};
+use queuebox_ports::backoff::Backoff;
+use queuebox_ports::source::{Delivery, Settle, SourceClient, SourceFailure, SourcePlan};
 use setup::{Setup, SetupSettings};
-use std::future::Future;
-use std::pin::pin;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
-use tokio::sync::Semaphore;
-use tokio::task::JoinSet;
 
 /// How much of a failure reason is kept.
 const MAX_REASON_BYTES: usize = 1024;
@@ -48,21 +39,18 @@ const MAX_REASON_BYTES: usize = 1024;
 const PULL_EXPIRES: Duration = Duration::from_secs(30);
 /// How often the server proves an idle pull request alive; two missed beats end the session.
 const PULL_HEARTBEAT: Duration = Duration::from_secs(5);
+/// How long the stop waits for the last acknowledgements to leave.
+const FLUSH_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// One configured NATS inbox source.
-///
-/// Build it at start with [`NatsSource::new`] (no connection is made), register
-/// [`NatsSource::health`] with the health registry, then drive [`NatsSource::run`] as a worker
-/// until the shutdown.
+/// One configured NATS inbox source: the client the source driver runs.
 pub struct NatsSource {
     name: String,
     batch_size: u32,
-    retry_delay_min: Duration,
-    retry_delay_max: Duration,
+    reconnect: Backoff,
+    retry: Backoff,
     drain_timeout: Duration,
     setup: Setup,
-    health: NatsSourceHealth,
-    shared: Arc<Shared>,
+    pulled: Option<tokio::sync::Mutex<Pulled>>,
 }
 
 impl std::fmt::Debug for NatsSource {
@@ -76,24 +64,6 @@ impl std::fmt::Debug for NatsSource {
     }
 }
 
-/// What every message task of a source reads.
-struct Shared {
-    source: String,
-    ingest: Arc<dyn Ingest>,
-    /// One permit per message in the pipeline: `batchSize` in all.
-    permits: Arc<Semaphore>,
-    /// Consecutive messages whose store failed, for the redelivery delay of the next `-NAK`.
-    storage_failures: AtomicU32,
-    nak_delay_min: Duration,
-    nak_delay_max: Duration,
-}
-
-/// How a consuming session ended.
-enum SessionEnd {
-    Stopped,
-    Broken(String),
-}
-
 impl NatsSource {
     /// Checks the options; opens no connection.
     ///
@@ -102,7 +72,7 @@ impl NatsSource {
     ///
     /// # Errors
     /// [`NatsError`] naming the source and the key; never a URL, password or token.
-    pub fn new(options: NatsSourceOptions, ingest: Arc<dyn Ingest>) -> Result<Self, NatsError> {
+    pub fn new(options: NatsSourceOptions) -> Result<Self, NatsError> {
         let owner = format!("sources.{}", options.name);
         let endpoint = Endpoint::new(
             &owner,
@@ -130,22 +100,11 @@ impl NatsSource {
         if options.ack_wait.is_zero() || options.setup_timeout.is_zero() {
             return Err(invalid("ackWaitMs must be above 0".to_owned()));
         }
-        let shared = Arc::new(Shared {
-            source: options.name.clone(),
-            ingest,
-            permits: Arc::new(Semaphore::new(
-                usize::try_from(options.batch_size).unwrap_or(usize::MAX),
-            )),
-            storage_failures: AtomicU32::new(0),
-            nak_delay_min: options.nak_delay_min,
-            nak_delay_max: options.nak_delay_max.max(options.nak_delay_min),
-        });
         Ok(Self {
-            health: health::component(&options.name),
             name: options.name.clone(),
             batch_size: options.batch_size,
-            retry_delay_min: options.retry_delay_min,
-            retry_delay_max: options.retry_delay_max.max(options.retry_delay_min),
+            reconnect: Backoff::new(options.retry_delay_min, options.retry_delay_max),
+            retry: Backoff::new(options.nak_delay_min, options.nak_delay_max),
             drain_timeout: options.drain_timeout,
             setup: Setup::new(SetupSettings {
                 endpoint,
@@ -156,7 +115,7 @@ impl NatsSource {
                 ack_wait: options.ack_wait,
                 setup_timeout: options.setup_timeout,
             }),
-            shared,
+            pulled: None,
         })
     }
 
@@ -165,217 +124,114 @@ impl NatsSource {
         &self.name
     }
 
-    /// The health component `nats.<source name>`; it shares its state with the running source.
-    pub fn health(&self) -> NatsSourceHealth {
-        self.health.clone()
+    fn delivery(message: Message) -> Delivery<Message> {
+        let received = received(message.headers.as_ref(), &message.payload);
+        Delivery {
+            token: message,
+            received,
+            order_key: None,
+        }
     }
 
-    /// Consumes until `stop` completes, then settles and returns.
-    ///
-    /// While running it sets up again after any failure (a server restart, a missing stream, a
-    /// refused login, a deleted consumer) with a wait of `retry_delay_min` doubling per further
-    /// failure up to `retry_delay_max`; the health component is down meanwhile, with the reason.
-    /// It never panics and never returns before `stop` completes.
-    ///
-    /// On stop: no more pulls; the messages being stored finish and are settled within
-    /// `drain_timeout`; JetStream redelivers whatever was delivered but never acknowledged after
-    /// `ackWaitMs`, and the idempotency key drops copies of rows that had committed.
-    pub async fn run(mut self, stop: impl Future<Output = ()> + Send) {
-        let mut stop = pin!(stop);
-        let mut tasks: JoinSet<()> = JoinSet::new();
-        let mut failures: u32 = 0;
-        let mut last_reason: Option<String> = None;
-        loop {
-            while let Some(joined) = tasks.try_join_next() {
-                log_join(&self.name, joined);
-            }
-            let setup = tokio::select! {
-                biased;
-                () = &mut stop => break,
-                setup = self.setup.consumer() => setup,
-            };
-            let reason = match setup {
-                Ok(consumer) => {
-                    let pulled = consumer
-                        .stream()
-                        .max_messages_per_batch(usize::try_from(self.batch_size).unwrap_or(1))
-                        .expires(PULL_EXPIRES)
-                        .heartbeat(PULL_HEARTBEAT)
-                        .messages()
-                        .await;
-                    match pulled {
-                        Ok(messages) => {
-                            self.health.up();
-                            failures = 0;
-                            last_reason = None;
-                            tracing::info!(
-                                source = %self.name,
-                                stream = %self.setup.settings.stream,
-                                durable = %self.setup.settings.durable,
-                                batch_size = self.batch_size,
-                                "consuming NATS JetStream stream"
-                            );
-                            match self.consume(messages, stop.as_mut(), &mut tasks).await {
-                                SessionEnd::Stopped => break,
-                                SessionEnd::Broken(reason) => {
-                                    tracing::warn!(source = %self.name, %reason, "NATS source stopped consuming; setting up again");
-                                    reason
-                                }
-                            }
-                        }
-                        Err(error) => self
-                            .setup
-                            .settings
-                            .endpoint
-                            .redactor
-                            .redact(&format!("starting to pull messages: {error}")),
-                    }
-                }
-                Err(reason) => reason,
-            };
-            failures = failures.saturating_add(1);
-            let delay = backoff(self.retry_delay_min, self.retry_delay_max, failures);
-            if last_reason.as_deref() == Some(reason.as_str()) {
-                tracing::debug!(source = %self.name, %reason, failures, "NATS source still cannot consume");
-            } else {
-                tracing::error!(
-                    source = %self.name,
-                    %reason,
-                    failures,
-                    retry_in_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
-                    "NATS source cannot consume"
-                );
-            }
-            self.health.down(reason.clone());
-            last_reason = Some(reason);
-            tokio::select! {
-                biased;
-                () = &mut stop => break,
-                () = tokio::time::sleep(delay) => {}
+    fn pull_failed(
+        &self,
+        error: &async_nats::jetstream::consumer::pull::MessagesError,
+    ) -> SourceFailure {
+        let durable = &self.setup.settings.durable;
+        if error.kind() == MessagesErrorKind::ConsumerDeleted {
+            return SourceFailure::new(format!(
+                "the durable consumer `{durable}` was deleted; it is created again"
+            ));
+        }
+        SourceFailure::new(self.setup.settings.endpoint.redactor.redact(&format!(
+            "pulling from the durable consumer `{durable}`: {error}"
+        )))
+    }
+}
+
+#[async_trait]
+impl SourceClient for NatsSource {
+    type Token = Message;
+
+    fn plan(&self) -> SourcePlan {
+        let s = &self.setup.settings;
+        SourcePlan {
+            kind: crate::BACKEND,
+            source: self.name.clone(),
+            consumes: format!(
+                "stream `{}` (durable consumer `{}`) at {}",
+                s.stream, s.durable, s.endpoint.shown
+            ),
+            batch: usize::try_from(self.batch_size).unwrap_or(usize::MAX),
+            whole_batches: false,
+            reconnect: self.reconnect,
+            retry: self.retry,
+            drain_timeout: self.drain_timeout,
+            check_every: None,
+        }
+    }
+
+    async fn connect(&mut self) -> Result<(), SourceFailure> {
+        self.pulled = None;
+        let consumer = self.setup.consumer().await.map_err(SourceFailure::new)?;
+        let pulled = consumer
+            .stream()
+            .max_messages_per_batch(usize::try_from(self.batch_size).unwrap_or(1))
+            .expires(PULL_EXPIRES)
+            .heartbeat(PULL_HEARTBEAT)
+            .messages()
+            .await
+            .map_err(|error| {
+                SourceFailure::new(
+                    self.setup
+                        .settings
+                        .endpoint
+                        .redactor
+                        .redact(&format!("starting to pull messages: {error}")),
+                )
+            })?;
+        self.pulled = Some(tokio::sync::Mutex::new(pulled));
+        Ok(())
+    }
+
+    async fn receive(&self, max: usize) -> Result<Vec<Delivery<Message>>, SourceFailure> {
+        let Some(pulled) = &self.pulled else {
+            return Err(SourceFailure::new("not connected"));
+        };
+        let mut pulled = pulled.lock().await;
+        let mut batch = Vec::with_capacity(max.min(64));
+        match pulled.next().await {
+            Some(Ok(message)) => batch.push(Self::delivery(message)),
+            Some(Err(error)) => return Err(self.pull_failed(&error)),
+            None => return Err(SourceFailure::new("the message stream ended")),
+        }
+        while batch.len() < max {
+            match pulled.next().now_or_never() {
+                Some(Some(Ok(message))) => batch.push(Self::delivery(message)),
+                // A failure after the first message shows on the next receive.
+                _ => break,
             }
         }
-        self.health.down("stopping");
-        let drained = tokio::time::timeout(self.drain_timeout, async {
-            while let Some(joined) = tasks.join_next().await {
-                log_join(&self.name, joined);
+        Ok(batch)
+    }
+
+    async fn settle(&self, settled: Vec<(Message, Settle)>) {
+        for (message, settle) in settled {
+            let (kind, what) = match settle {
+                Settle::Ack => (AckKind::Ack, "acknowledging"),
+                Settle::Retry => (AckKind::Nak(None), "handing back"),
+            };
+            if let Err(error) = message.ack_with(kind).await {
+                tracing::warn!(source = %self.name, %error, "{what} a NATS message failed; JetStream redelivers it after ackWaitMs");
             }
-        })
-        .await;
-        if drained.is_err() {
-            tracing::warn!(source = %self.name, left = tasks.len(), "NATS source stopped before every message settled; JetStream redelivers them after ackWaitMs");
-            tasks.abort_all();
         }
+    }
+
+    async fn close(&mut self) {
+        self.pulled = None;
         if let Some(client) = &self.setup.client {
             // Sends the last acknowledgements before the process goes on to stop.
-            let _ = tokio::time::timeout(Duration::from_secs(2), client.flush()).await;
+            let _ = tokio::time::timeout(FLUSH_TIMEOUT, client.flush()).await;
         }
-        tracing::info!(source = %self.name, "NATS source stopped");
-    }
-
-    /// Reads messages of one session until the stop or a break.
-    async fn consume(
-        &self,
-        mut messages: async_nats::jetstream::consumer::pull::Stream,
-        mut stop: std::pin::Pin<&mut impl Future<Output = ()>>,
-        tasks: &mut JoinSet<()>,
-    ) -> SessionEnd {
-        // Per session: a message JetStream delivers again after a break is read anew.
-        let mut order = KeyOrder::new(usize::try_from(self.batch_size).unwrap_or(usize::MAX));
-        loop {
-            // A permit first, so no more than `batchSize` messages are in the pipeline.
-            let permit = tokio::select! {
-                biased;
-                () = &mut stop => return SessionEnd::Stopped,
-                permit = Arc::clone(&self.shared.permits).acquire_owned() => match permit {
-                    Ok(permit) => permit,
-                    Err(_) => return SessionEnd::Broken("the source's permits closed".to_owned()),
-                },
-            };
-            let next = tokio::select! {
-                biased;
-                () = &mut stop => return SessionEnd::Stopped,
-                Some(joined) = tasks.join_next(), if !tasks.is_empty() => {
-                    log_join(&self.name, joined);
-                    continue;
-                }
-                next = messages.next() => next,
-            };
-            match next {
-                Some(Ok(message)) => {
-                    let shared = Arc::clone(&self.shared);
-                    let input = received(message.headers.as_ref(), &message.payload);
-                    // Taken here, in stream order, so a later message of the same key waits.
-                    let turn = order.turn(shared.ingest.idempotency_key(&shared.source, &input));
-                    tasks.spawn(async move {
-                        handle(&shared, message, input, turn).await;
-                        drop(permit);
-                    });
-                }
-                Some(Err(error)) => {
-                    let reason = self.setup.settings.endpoint.redactor.redact(&format!(
-                        "pulling from the durable consumer `{}`: {error}",
-                        self.setup.settings.durable
-                    ));
-                    if error.kind() == MessagesErrorKind::ConsumerDeleted {
-                        return SessionEnd::Broken(format!(
-                            "the durable consumer `{}` was deleted; it is created again",
-                            self.setup.settings.durable
-                        ));
-                    }
-                    return SessionEnd::Broken(reason);
-                }
-                None => return SessionEnd::Broken("the message stream ended".to_owned()),
-            }
-        }
-    }
-}
-
-/// Runs one message through the pipeline once the earlier messages of its key are done, and
-/// settles it; `turn` ends (letting the next message of the key go) when this returns.
-async fn handle(
-    shared: &Shared,
-    message: async_nats::jetstream::Message,
-    input: Received,
-    mut turn: Turn,
-) {
-    turn.wait().await;
-    let ingested = shared.ingest.ingest(&shared.source, input).await;
-    let (kind, what) = match settlement(&ingested.outcome) {
-        Settlement::Ack => {
-            shared.storage_failures.store(0, Ordering::Relaxed);
-            (AckKind::Ack, "acknowledging")
-        }
-        Settlement::AckUnstored { reason } => {
-            tracing::error!(source = %shared.source, %reason, "a NATS message was refused without a row; acknowledged so it is not redelivered for ever");
-            (AckKind::Ack, "acknowledging")
-        }
-        Settlement::Nak {
-            reason,
-            storage_failed,
-        } => {
-            // The first failure after a success comes back at once (docs/how-to/bridge-*.md); while stores keep
-            // failing, the server is asked to wait longer each time, so a database that is down
-            // does not turn into a hot loop of redeliveries.
-            let failures = if storage_failed {
-                shared.storage_failures.fetch_add(1, Ordering::Relaxed)
-            } else {
-                0
-            };
-            let delay = (failures > 0)
-                .then(|| backoff(shared.nak_delay_min, shared.nak_delay_max, failures));
-            tracing::warn!(source = %shared.source, %reason, redeliver_in_ms = delay.map_or(0, |d| d.as_millis()), "a NATS message is handed back");
-            (AckKind::Nak(delay), "handing back")
-        }
-    };
-    if let Err(error) = message.ack_with(kind).await {
-        tracing::warn!(source = %shared.source, %error, "{what} a NATS message failed; JetStream redelivers it after ackWaitMs");
-    }
-}
-
-fn log_join(source: &str, joined: Result<(), tokio::task::JoinError>) {
-    if let Err(error) = joined
-        && error.is_panic()
-    {
-        tracing::error!(%source, %error, "a NATS message task panicked");
     }
 }

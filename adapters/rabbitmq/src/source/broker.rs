@@ -4,10 +4,7 @@
 //! A failed setup keeps the connection when it is still open (a missing queue closes only the
 //! channel), so retrying a missing queue every few seconds does not churn connections.
 
-use crate::link::backoff;
-use lapin::options::{
-    BasicCancelOptions, BasicConsumeOptions, BasicQosOptions, QueueDeclareOptions,
-};
+use lapin::options::{BasicConsumeOptions, BasicQosOptions, QueueDeclareOptions};
 use lapin::protocol::{AMQPErrorKind, AMQPSoftError};
 use lapin::types::{FieldTable, LongString, ShortString};
 use lapin::uri::AMQPUri;
@@ -28,8 +25,8 @@ pub(crate) struct SetupFailure {
 /// A consumer set up on an open channel.
 pub(crate) struct Consuming {
     pub(crate) channel: Channel,
-    pub(crate) consumer: Consumer,
-    pub(crate) tag: ShortString,
+    /// Locked by the receive in progress (the driver receives one batch at a time).
+    pub(crate) consumer: tokio::sync::Mutex<Consumer>,
 }
 
 /// The connection manager of one source.
@@ -117,10 +114,9 @@ impl Broker {
             .await?;
         let result = self.setup_channel(&channel).await;
         match result {
-            Ok((consumer, tag)) => Ok(Consuming {
+            Ok(consumer) => Ok(Consuming {
                 channel,
-                consumer,
-                tag,
+                consumer: tokio::sync::Mutex::new(consumer),
             }),
             Err(failure) => {
                 if channel.status().connected() {
@@ -135,10 +131,7 @@ impl Broker {
         }
     }
 
-    async fn setup_channel(
-        &mut self,
-        channel: &Channel,
-    ) -> Result<(Consumer, ShortString), SetupFailure> {
+    async fn setup_channel(&mut self, channel: &Channel) -> Result<Consumer, SetupFailure> {
         self.step(
             &format!("setting the prefetch count to {}", self.prefetch),
             channel.basic_qos(self.prefetch, BasicQosOptions { global: false }),
@@ -171,13 +164,13 @@ impl Broker {
                 &format!("consuming queue `{}`", self.queue),
                 channel.basic_consume(
                     queue,
-                    tag.clone(),
+                    tag,
                     BasicConsumeOptions::default(),
                     FieldTable::default(),
                 ),
             )
             .await?;
-        Ok((consumer, tag))
+        Ok(consumer)
     }
 
     /// Runs one setup step under the setup bound, turning its failure into a masked reason.
@@ -213,24 +206,6 @@ impl Broker {
                 .connection
                 .as_ref()
                 .is_some_and(|connection| connection.status().connected())
-    }
-
-    /// Asks the broker to stop delivering to the consumer (messages already delivered stay
-    /// this consumer's until they are settled or the channel closes).
-    pub(crate) async fn cancel(&self, consuming: &Consuming) {
-        if !consuming.channel.status().connected() {
-            return;
-        }
-        let cancelled = timeout(
-            self.setup_timeout,
-            consuming
-                .channel
-                .basic_cancel(consuming.tag.clone(), BasicCancelOptions::default()),
-        )
-        .await;
-        if let Ok(Err(error)) = cancelled {
-            tracing::debug!(queue = %self.queue, error = %self.redactor.redact(&error.to_string()), "cancelling the RabbitMQ consumer failed");
-        }
     }
 
     /// Closes the channel of `consuming` (the broker hands back what is still unacknowledged).
@@ -269,11 +244,6 @@ impl Broker {
             self.connection = None;
         }
     }
-}
-
-/// The wait before setup attempt number `failures + 1`.
-pub(crate) fn retry_delay(min: Duration, max: Duration, failures: u32) -> Duration {
-    backoff(min, max, failures.max(1))
 }
 
 /// True for the broker's `404 NOT_FOUND` channel error: the queue does not exist.

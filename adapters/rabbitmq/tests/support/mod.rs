@@ -459,3 +459,18 @@ pub fn closed_port() -> u16 {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     listener.local_addr().unwrap().port()
 }
+
+/// Declares a durable queue as an operator would.
+pub async fn declare_queue(channel: &Channel, queue: &str) {
+    channel
+        .queue_declare(
+            ShortString::from(queue),
+            QueueDeclareOptions {
+                durable: true,
+                ..QueueDeclareOptions::default()
+            },
+            FieldTable::default(),
+        )
+        .await
+        .unwrap();
+}
