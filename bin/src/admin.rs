@@ -7,7 +7,7 @@ use anyhow::Context as _;
 use queuebox_application::replay::{DEFAULT_REPLAY_BATCH, ReplayService};
 use queuebox_config::Settings;
 use queuebox_domain::router::Router;
-use queuebox_http::AdminRoutes;
+use queuebox_http::{AdminRoutes, ConsoleRoutes};
 use queuebox_ports::database::DatabaseBackend;
 use queuebox_transform::JsonataTransformer;
 use std::sync::Arc;
@@ -36,6 +36,21 @@ pub fn routes(
         settings.destinations.keys().map(String::as_str),
     )
     .context("routes")?;
+    let console = if admin.console.enabled {
+        let store = database.console_store().with_context(|| {
+            format!(
+                "admin.console.enabled: the {} backend has no console",
+                database.kind().product()
+            )
+        })?;
+        Some(ConsoleRoutes {
+            store,
+            router: Arc::new(router.clone()),
+            destinations: settings.destinations.keys().cloned().collect(),
+        })
+    } else {
+        None
+    };
     let replay = ReplayService::new(database.replay_store(), router, DEFAULT_REPLAY_BATCH);
     Ok(Some(AdminRoutes {
         auth: admin.auth.as_ref().map(credential_check),
@@ -45,5 +60,6 @@ pub fn routes(
         // their own and never take the lane of the delivery transforms.
         transformer: Arc::new(JsonataTransformer::new()),
         max_transform_timeout: admin.max_transform_timeout,
+        console,
     }))
 }

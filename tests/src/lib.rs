@@ -13,6 +13,7 @@ pub mod inbox;
 pub mod pair;
 pub mod process;
 pub mod receiver;
+pub mod webdriver;
 
 use std::sync::Once;
 use std::time::{Duration, Instant};

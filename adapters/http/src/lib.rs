@@ -7,6 +7,7 @@
 //! another adapter.
 
 mod admin;
+mod console;
 mod encoding;
 mod errors;
 mod guards;
@@ -19,6 +20,7 @@ mod root;
 mod server;
 
 pub use admin::AdminRoutes;
+pub use console::ConsoleRoutes;
 pub use inbox::{InboxRoute, InboxRoutes};
 pub use metrics::MetricsRender;
 pub use server::{HttpServer, HttpServerError, Listeners, ServerOptions};

@@ -91,7 +91,7 @@ impl HttpServer {
         admin: Option<AdminRoutes>,
     ) -> Result<Self, HttpServerError> {
         let stopping = Arc::new(AtomicBool::new(false));
-        let mut admin_router = admin.map(admin::router);
+        let mut admin_router = admin.map(|admin| admin::router(admin, &readiness, &metrics));
 
         let mut data_router = Router::new()
             .get(Root)

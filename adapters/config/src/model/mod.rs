@@ -188,6 +188,13 @@ pub struct AdminSettings {
     #[serde(rename = "maxTransformTimeoutMs", serialize_with = "ms")]
     pub max_transform_timeout: Duration,
     pub max_payload_bytes: usize,
+    pub console: ConsoleSettings,
+}
+
+/// `admin.console`: the operator console on the management port.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ConsoleSettings {
+    pub enabled: bool,
 }
 
 #[derive(Debug, Clone, Serialize)]

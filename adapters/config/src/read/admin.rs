@@ -2,7 +2,7 @@
 
 use super::auth::read_inbound;
 use super::{Floor, flag, millis, non_negative};
-use crate::model::AdminSettings;
+use crate::model::{AdminSettings, ConsoleSettings};
 use crate::reader::{Block, Reader};
 use serde_json::Value;
 
@@ -19,7 +19,16 @@ pub(super) fn read(r: &mut Reader, value: Option<&Value>) -> AdminSettings {
             "the admin routes need admin.auth (bearer, api-key or hmac); set admin.insecure: true only for a local test",
         );
     }
+    let console = read_console(r, &mut b);
+    // The console moves rows and shows them: it lives behind the admin routes' credentials.
+    if console.enabled && !enabled {
+        r.problem(
+            b.path_of("console"),
+            "admin.console.enabled needs admin.enabled: true (the console uses the admin credentials)",
+        );
+    }
     let settings = AdminSettings {
+        console,
         enabled,
         auth,
         insecure,
@@ -29,4 +38,13 @@ pub(super) fn read(r: &mut Reader, value: Option<&Value>) -> AdminSettings {
     };
     b.finish(r);
     settings
+}
+
+/// `admin.console.*`.
+fn read_console(r: &mut Reader, parent: &mut Block<'_>) -> ConsoleSettings {
+    let value = parent.get("console");
+    let mut b = Block::open(r, value, &parent.path_of("console"));
+    let enabled = flag(r, &mut b, "enabled", false);
+    b.finish(r);
+    ConsoleSettings { enabled }
 }

@@ -11,8 +11,11 @@ mod replay;
 mod request;
 mod transform_test;
 
+use crate::console::{self, Console, ConsoleRoutes};
+use crate::metrics::MetricsRender;
 use gate::Gate;
 use queuebox_domain::inbox::auth::CredentialCheck;
+use queuebox_ports::health::Readiness;
 use queuebox_ports::replay::Replay;
 use queuebox_ports::transform::Transformer;
 use salvo::prelude::*;
@@ -31,15 +34,32 @@ pub struct AdminRoutes {
     pub transformer: Arc<dyn Transformer>,
     /// `admin.maxTransformTimeoutMs`: the largest timeout a caller of the transform test gets.
     pub max_transform_timeout: Duration,
+    /// The operator console under `/console`, when `admin.console.enabled`.
+    pub console: Option<ConsoleRoutes>,
 }
 
-/// The router of the admin routes.
-pub(crate) fn router(admin: AdminRoutes) -> Router {
+/// The router of the admin routes, and of the console when it is on.
+pub(crate) fn router(
+    admin: AdminRoutes,
+    readiness: &Arc<dyn Readiness>,
+    metrics: &MetricsRender,
+) -> Router {
+    let console = admin.console.map(|routes| {
+        console::router(Console {
+            routes,
+            auth: admin.auth.clone(),
+            replay: Arc::clone(&admin.replay),
+            readiness: Arc::clone(readiness),
+            metrics: Arc::clone(metrics),
+            sessions: Default::default(),
+            failures: Default::default(),
+        })
+    });
     let gate = Arc::new(Gate {
         auth: admin.auth,
         max_payload_bytes: admin.max_payload_bytes,
     });
-    Router::with_path("admin")
+    let admin_router = Router::with_path("admin")
         .push(
             Router::with_path("transform/test").post(transform_test::TransformTestRoute {
                 gate: Arc::clone(&gate),
@@ -50,5 +70,9 @@ pub(crate) fn router(admin: AdminRoutes) -> Router {
         .push(Router::with_path("replay").post(replay::ReplayRoute {
             gate,
             replay: admin.replay,
-        }))
+        }));
+    match console {
+        Some(console) => Router::new().push(admin_router).push(console),
+        None => admin_router,
+    }
 }
