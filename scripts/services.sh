@@ -572,7 +572,19 @@ install_build_tools() {
   [ "${#missing[@]}" -eq 0 ] || apt_install "${missing[@]}"
 }
 
+# Headless Chromium and its WebDriver for the console's browser test (tests/tests/console.rs):
+# Debian's own packages, nothing downloaded by a browser installer.
+install_chromium() {
+  command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1 \
+    || apt_install chromium chromium-driver
+  chromedriver --version >/dev/null || die "chromedriver does not run"
+  log "$(chromium --version 2>/dev/null) with $(chromedriver --version | cut -d' ' -f1-2)"
+  echo "export QB_TEST_CHROMIUM=$(command -v chromium)"
+  echo "export QB_TEST_CHROMEDRIVER=$(command -v chromedriver)"
+}
+
 install_build_tools
+install_chromium
 start_postgres
 start_postgres_pair
 start_rabbitmq
