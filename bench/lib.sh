@@ -148,6 +148,13 @@ dest_transform() {
   printf "    transform:\n      expression: '%s'\n" "${DEST_TRANSFORM//\'/\'\'}"
 }
 
+# DEST_SIGNING=1: the sink destination signs every request (Standard Webhooks, one secret): the cost
+# of signing; empty for none.
+dest_signing() {
+  [ -n "${DEST_SIGNING:-}" ] || return 0
+  printf '    signing:\n      secrets: ["whsec_%s"]\n' "$(printf 'bench-signing-secret-0123456789' | base64)"
+}
+
 # config_head DB: the server, database and outbox sections every bench configuration shares.
 config_head() {
   local db=$1
@@ -180,6 +187,7 @@ destinations:
     path: /events
     timeoutMs: 30000
 $(dest_transform)
+$(dest_signing)
 routes:
   - topicPattern: "**"
     destination: sink

@@ -85,6 +85,7 @@ drop_db() { psql -X -q -d postgres -c "DROP DATABASE IF EXISTS \"$1\" WITH (FORC
 
 # write_config DB FILE RELAY(true|false) [CONSUMPTION push|pull]: one HTTP source `bench` at
 # /inbox/bench (key $.id, type $.type, topic bench.{{ eventType }}), no destination, no route.
+# SOURCE_AUTH: lines of an `auth` block for the source (indented, newline-terminated), or empty.
 write_config() {
   local db=$1 file=$2 relay=$3 consumption=${4:-push}
   cat >"$file" <<YML
@@ -111,7 +112,7 @@ sources:
     eventTypePath: \$.type
     consumption: $consumption
     topic: "bench.{{ eventType }}"
-admin:
+${SOURCE_AUTH:-}admin:
   enabled: false
 YML
 }
