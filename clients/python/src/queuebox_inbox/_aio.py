@@ -283,23 +283,27 @@ class AsyncInboxWorker:
             reason = ""
             held.renewing = True
             try:
-                async with self._source.connection() as conn, conn.transaction():
-                    cur = await conn.execute(
-                        self._sql.renew.text,
-                        {
-                            "id": held.claimed.message.id,
-                            "token": held.claimed.token,
-                            "lease_ms": o.lease_ms,
-                        },
-                        prepare=True,
-                    )
+                async with self._source.connection() as conn:
+                    # One round trip: BEGIN, the renewal and COMMIT in pipeline mode.
+                    async with conn.pipeline(), conn.transaction():
+                        cur = await conn.execute(
+                            self._sql.renew.text,
+                            {
+                                "id": held.claimed.message.id,
+                                "token": held.claimed.token,
+                                "lease_ms": o.lease_ms,
+                            },
+                            prepare=True,
+                        )
                     if cur.rowcount != 1:
                         reason = "the renewal found no row: another worker owns it"
             except psycopg.Error as error:
                 reason = f"the renewal failed: {sanitize_error(error)}"
             finally:
                 held.renewing = False
-            held.next_renewal = time.monotonic() + every
+            # Every third of the lease from the claim on, not from the end of the last renewal:
+            # a slow renewal does not push the next one later.
+            held.next_renewal += every
             if reason and not held.finished:
                 held.lost = True
                 log(

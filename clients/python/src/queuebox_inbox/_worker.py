@@ -337,16 +337,18 @@ class InboxWorker:
                             "lease_ms": o.lease_ms,
                         }
                         try:
-                            with conn.transaction():
-                                changed = conn.execute(
-                                    self._sql.renew.text, params, prepare=True
-                                ).rowcount
+                            # One round trip: BEGIN, the renewal and COMMIT in pipeline mode.
+                            with conn.pipeline(), conn.transaction():
+                                cur = conn.execute(self._sql.renew.text, params, prepare=True)
+                            changed = cur.rowcount
                         except psycopg.Error as error:
                             lost.append((h, f"the renewal failed: {sanitize_error(error)}"))
                             if conn.closed or conn.broken:
                                 raise
                             continue
-                        h.next_renewal = time.monotonic() + every
+                        # Every third of the lease from the claim on, not from the end of
+                        # the last renewal: a slow renewal does not push the next one later.
+                        h.next_renewal += every
                         if changed != 1:
                             lost.append((h, "the renewal found no row: another worker owns it"))
             except Exception as error:  # noqa: BLE001 - every row not renewed is lost
