@@ -376,6 +376,10 @@ impl SourceClient for RedisSource {
                 "stream `{}` as consumer `{}` of group `{}`",
                 self.options.stream, self.options.consumer, self.options.group
             ),
+            // One batch at a time: a receive never runs while entries of this consumer are
+            // being stored, so the consumer's pending entries read back after a connect or a
+            // dropped read are never ones the driver still holds.
+            whole_batches: true,
             batch: usize::try_from(self.options.batch_size)
                 .unwrap_or(usize::MAX)
                 .max(1),
