@@ -4,7 +4,7 @@
 ARG RUST_VERSION=1.95
 
 FROM rust:${RUST_VERSION}-bookworm AS build
-ARG FEATURES=postgres,sqlserver,rabbitmq,kafka,nats
+ARG FEATURES=postgres,rabbitmq,kafka,nats
 WORKDIR /src
 COPY . .
 RUN cargo build --release --locked -p queuebox --no-default-features --features "${FEATURES}" \

@@ -11,8 +11,6 @@ use queuebox_ports::database::DatabaseKind;
 pub enum Feature {
     /// `postgres`
     Postgres,
-    /// `sqlserver`
-    Sqlserver,
     /// `rabbitmq`
     Rabbitmq,
     /// `kafka`
@@ -28,7 +26,6 @@ impl Feature {
     pub fn name(self) -> &'static str {
         match self {
             Feature::Postgres => "postgres",
-            Feature::Sqlserver => "sqlserver",
             Feature::Rabbitmq => "rabbitmq",
             Feature::Kafka => "kafka",
             Feature::Nats => "nats",
@@ -40,7 +37,6 @@ impl Feature {
     pub fn compiled(self) -> bool {
         match self {
             Feature::Postgres => cfg!(feature = "postgres"),
-            Feature::Sqlserver => cfg!(feature = "sqlserver"),
             Feature::Rabbitmq => cfg!(feature = "rabbitmq"),
             Feature::Kafka => cfg!(feature = "kafka"),
             Feature::Nats => cfg!(feature = "nats"),
@@ -48,11 +44,12 @@ impl Feature {
         }
     }
 
-    /// The feature a `database.type` needs.
-    pub fn of_database(kind: DatabaseKind) -> Feature {
+    /// The feature a `database.type` needs; `None` for a product no build supports yet
+    /// (SQL Server), which [`check`] refuses on its own.
+    pub fn of_database(kind: DatabaseKind) -> Option<Feature> {
         match kind {
-            DatabaseKind::Postgresql => Feature::Postgres,
-            DatabaseKind::Sqlserver => Feature::Sqlserver,
+            DatabaseKind::Postgresql => Some(Feature::Postgres),
+            DatabaseKind::Sqlserver => None,
         }
     }
 
@@ -89,9 +86,11 @@ impl Feature {
 }
 
 /// Every line of what the configuration needs and the binary lacks; `Ok` means all is there.
+/// `check-config`, `migrate` and `serve` run it before anything connects or binds a port.
 ///
 /// # Errors
-/// One sentence per database, destination or source whose feature is not compiled in.
+/// One sentence per database, destination or source whose feature is not compiled in, and one
+/// for a database product this version does not support (SQL Server).
 pub fn check(settings: &Settings) -> Result<(), Vec<String>> {
     check_with(settings, Feature::compiled)
 }
@@ -100,9 +99,12 @@ pub fn check(settings: &Settings) -> Result<(), Vec<String>> {
 fn check_with(settings: &Settings, compiled: impl Fn(Feature) -> bool) -> Result<(), Vec<String>> {
     let mut missing = Vec::new();
     let database = settings.database.kind;
-    let feature = Feature::of_database(database);
-    if !compiled(feature) {
-        missing.push(feature.missing(&format!("database.type is {}", database.as_str())));
+    match Feature::of_database(database) {
+        None => missing.push(super::unwired::unsupported_database(database)),
+        Some(feature) if !compiled(feature) => {
+            missing.push(feature.missing(&format!("database.type is {}", database.as_str())));
+        }
+        Some(_) => {}
     }
     for (name, destination) in &settings.destinations {
         if let Some(feature) = Feature::of_destination(&destination.kind)
@@ -197,6 +199,16 @@ mod tests {
     }
 
     #[test]
+    fn sql_server_is_refused_in_one_sentence_whatever_the_build() {
+        let settings = every_kind("sqlserver");
+        let missing = check_with(&settings, |_| true).unwrap_err();
+        assert_eq!(
+            missing,
+            ["database.type is sqlserver: SQL Server is not supported in this version"]
+        );
+    }
+
+    #[test]
     fn a_slim_build_refuses_only_what_it_lacks() {
         let settings = every_kind("sqlserver");
         let slim = |feature: Feature| matches!(feature, Feature::Postgres | Feature::Kafka);
@@ -204,7 +216,7 @@ mod tests {
         assert_eq!(missing.len(), 5, "{missing:?}");
         assert_eq!(
             missing[0],
-            "database.type is sqlserver, but this binary was built without the `sqlserver` feature"
+            "database.type is sqlserver: SQL Server is not supported in this version"
         );
         assert!(
             missing.iter().all(|line| !line.contains("kafka")),
