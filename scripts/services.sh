@@ -572,6 +572,52 @@ install_build_tools() {
   [ "${#missing[@]}" -eq 0 ] || apt_install "${missing[@]}"
 }
 
+# An OpenTelemetry Collector for the tracing tests, built once from the Go module proxy: the
+# collector's builder generates the sources of a distribution with the OTLP receiver (gRPC and
+# HTTP) and the file exporter, nothing else. Its own module update (`go mod tidy`) also fetches the
+# file exporter's test dependencies, one of which the proxy does not serve, so the module file is
+# written here and tidied with -e (which resolves everything the build needs) instead. Only the
+# binary is installed: each test starts its own collector on ports and a file of its own (and may
+# stop it), so nothing shared is ever stopped. The build is cached under /var/cache.
+OTELCOL_VERSION=0.165.0
+OTELCOL_DIR=/var/cache/queuebox-otelcol/$OTELCOL_VERSION
+install_otelcol() {
+  local bin="$OTELCOL_DIR/otelcol-queuebox" build="$OTELCOL_DIR/build"
+  if [ ! -x "$bin" ]; then
+    command -v go >/dev/null 2>&1 || apt_install golang-go
+    log "building the OpenTelemetry Collector $OTELCOL_VERSION (once; several minutes)"
+    rm -rf "$build" && mkdir -p "$build"
+    GOBIN="$OTELCOL_DIR" go install "go.opentelemetry.io/collector/cmd/builder@v$OTELCOL_VERSION" >&2
+    cat >"$OTELCOL_DIR/builder.yaml" <<EOF
+dist:
+  name: otelcol-queuebox
+  description: OpenTelemetry Collector for the QueueBox tracing tests
+  output_path: $build
+receivers:
+  - gomod: go.opentelemetry.io/collector/receiver/otlpreceiver v$OTELCOL_VERSION
+exporters:
+  - gomod: github.com/open-telemetry/opentelemetry-collector-contrib/exporter/fileexporter v$OTELCOL_VERSION
+EOF
+    "$OTELCOL_DIR/builder" --config="$OTELCOL_DIR/builder.yaml" --skip-get-modules --skip-compilation >&2
+    cat >"$build/go.mod" <<EOF
+module otelcol-queuebox
+
+go 1.25.0
+
+require (
+	go.opentelemetry.io/collector/receiver/otlpreceiver v$OTELCOL_VERSION
+	github.com/open-telemetry/opentelemetry-collector-contrib/exporter/fileexporter v$OTELCOL_VERSION
+)
+EOF
+    (cd "$build" && go mod tidy -e >&2 && go build -trimpath -o "$bin.tmp" .) \
+      || die "building the OpenTelemetry Collector failed"
+    mv "$bin.tmp" "$bin"
+  fi
+  "$bin" components >/dev/null || die "the OpenTelemetry Collector at $bin does not run"
+  log "OpenTelemetry Collector at $bin"
+  echo "export QB_TEST_OTELCOL=$bin"
+}
+
 # Headless Chromium and its WebDriver for the console's browser test (tests/tests/console.rs):
 # Debian's own packages, nothing downloaded by a browser installer.
 install_chromium() {
@@ -591,3 +637,4 @@ start_rabbitmq
 start_kafka
 start_nats
 start_redis
+install_otelcol

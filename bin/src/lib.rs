@@ -16,4 +16,5 @@ pub mod retention;
 pub mod serve;
 pub mod signals;
 pub mod telemetry;
+pub mod tracing_export;
 pub mod transforms;

@@ -3,7 +3,7 @@
 
 use clap::Parser as _;
 use queuebox::cli::{Cli, Command};
-use queuebox::{backends, database, logging, serve, signals, telemetry};
+use queuebox::{backends, database, logging, serve, signals, telemetry, tracing_export};
 use std::process::ExitCode;
 
 // mimalloc instead of the system allocator: in a profile of an outbox drain, glibc's malloc and free
@@ -14,7 +14,6 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    logging::init(cli.log_format);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -57,6 +56,32 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::FAILURE);
         }
     };
+    // Logging starts once the configuration is read: trace export (serve only) is configured there,
+    // after the metrics recorder, which counts the spans export drops.
+    let mut metrics = None;
+    let export = match command {
+        Command::Serve => {
+            metrics = Some(telemetry::install()?);
+            match tracing_export::start(&loaded.settings.telemetry.tracing, &request.env) {
+                Ok(Some((export, tracer))) => {
+                    logging::init(cli.log_format, Some(tracer));
+                    Some(export)
+                }
+                Ok(None) => {
+                    logging::init(cli.log_format, None);
+                    None
+                }
+                Err(error) => {
+                    eprintln!("queuebox: trace export (telemetry.tracing) cannot start: {error}");
+                    return Ok(ExitCode::FAILURE);
+                }
+            }
+        }
+        _ => {
+            logging::init(cli.log_format, None);
+            None
+        }
+    };
     for warning in &loaded.warnings {
         tracing::warn!("{warning}");
     }
@@ -91,9 +116,18 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Serve => {
-            let metrics = telemetry::install()?;
+            let metrics = match metrics {
+                Some(metrics) => metrics,
+                None => telemetry::install()?,
+            };
             let listeners = serve::bind(&loaded.settings).await?;
-            serve::run(loaded.settings, listeners, metrics, signals::terminate()).await?;
+            let served =
+                serve::run(loaded.settings, listeners, metrics, signals::terminate()).await;
+            if let Some(export) = export {
+                // The export thread blocks while it sends the last spans.
+                let _ = tokio::task::spawn_blocking(move || export.shutdown()).await;
+            }
+            served?;
             Ok(ExitCode::SUCCESS)
         }
     }

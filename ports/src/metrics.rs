@@ -96,5 +96,10 @@ pub const POOL_CONNECTIONS_USAGE_SECONDS: &str = "hikaricp_connections_usage_sec
 /// The suffix of the gauge that carries the largest value of a summary's current window.
 pub const MAX_SUFFIX: &str = "_max";
 
+/// Spans of the message path that trace export dropped, label `reason`: `queue_full` (the bounded
+/// export queue was full) or `export_failed` (the collector refused them or could not be reached).
+/// Export never holds a delivery back: a span that cannot be sent is counted here and dropped.
+pub const TRACING_SPANS_DROPPED_TOTAL: &str = "queuebox_tracing_spans_dropped_total";
+
 /// The `pool` label value of the main database pool.
 pub const MAIN_POOL_NAME: &str = "queuebox";

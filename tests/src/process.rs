@@ -9,6 +9,10 @@ use tokio::process::{Child, Command};
 
 /// The `queuebox` binary built next to this test executable (`target/<profile>/queuebox`).
 pub fn binary() -> PathBuf {
+    // QB_TEST_QUEUEBOX names another build of the binary (a slim feature set, a build of its own).
+    if let Some(path) = std::env::var_os("QB_TEST_QUEUEBOX") {
+        return PathBuf::from(path);
+    }
     let exe = std::env::current_exe().expect("path of the test executable");
     // target/<profile>/deps/<test> -> target/<profile>/queuebox
     let profile_dir = exe
@@ -161,6 +165,11 @@ impl QueueBox {
             .status()
             .expect("run kill");
         assert!(status.success(), "kill -TERM {pid} failed");
+    }
+
+    /// The process id, while the process runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.id()
     }
 
     /// Sends SIGKILL.

@@ -7,9 +7,11 @@
 
 mod endpoints;
 mod signatures;
+mod telemetry;
 
 pub use endpoints::*;
 pub use signatures::{SignedAuth, Signing, SigningScheme};
+pub use telemetry::{OtlpProtocol, TelemetrySettings, TracingSettings};
 
 use crate::render::{ms, opt_retention_duration, opt_secret, retention_duration};
 use crate::secrets::SecretUrl;
@@ -36,6 +38,7 @@ pub struct Settings {
     /// In file order; the key is the value of the inbox `source` column.
     pub sources: IndexMap<String, Source>,
     pub retention: RetentionSettings,
+    pub telemetry: TelemetrySettings,
 }
 
 impl Settings {

@@ -17,6 +17,7 @@ mod routes;
 mod server;
 mod signatures;
 mod sources;
+mod telemetry;
 mod templates;
 mod transform;
 
@@ -40,6 +41,7 @@ pub(crate) fn read_settings(r: &mut Reader, tree: &Value) -> Settings {
     let routes = routes::read(r, root.get("routes"));
     let sources = sources::read(r, root.get("sources"));
     let retention = retention::read(r, root.get("retention"));
+    let telemetry = telemetry::read(r, root.get("telemetry"));
     root.finish(r);
     Settings {
         server,
@@ -52,6 +54,7 @@ pub(crate) fn read_settings(r: &mut Reader, tree: &Value) -> Settings {
         routes,
         sources,
         retention,
+        telemetry,
     }
 }
 
