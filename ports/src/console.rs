@@ -125,6 +125,12 @@ pub trait ConsoleStore: Send + Sync {
     /// A [`StoreError`] when the query fails.
     async fn outbox_counts(&self) -> Result<Vec<OutboxStateCount>, StoreError>;
 
+    /// Every distinct outbox topic (whatever the state), for the destination filter.
+    ///
+    /// # Errors
+    /// A [`StoreError`] when the query fails.
+    async fn outbox_topics(&self) -> Result<Vec<String>, StoreError>;
+
     /// Pending, processing and dead inbox rows per source, consumption mode and state.
     ///
     /// # Errors

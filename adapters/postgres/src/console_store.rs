@@ -22,6 +22,7 @@ use uuid::Uuid;
 #[derive(Debug, Clone)]
 pub struct ConsoleStatements {
     outbox_counts: SqlStr,
+    outbox_topics: SqlStr,
     inbox_counts: SqlStr,
     outbox_dead_page: SqlStr,
     outbox_dead_count: SqlStr,
@@ -50,6 +51,10 @@ impl ConsoleStatements {
             outbox_counts: r(
                 "console_outbox_counts",
                 include_str!("../queries/console_outbox_counts.sql"),
+            )?,
+            outbox_topics: r(
+                "console_outbox_topics",
+                include_str!("../queries/console_outbox_topics.sql"),
             )?,
             inbox_counts: r(
                 "console_inbox_counts",
@@ -98,6 +103,7 @@ impl ConsoleStatements {
     pub fn iter(&self) -> impl Iterator<Item = (&'static str, &str)> {
         [
             ("console_outbox_counts", &self.outbox_counts),
+            ("console_outbox_topics", &self.outbox_topics),
             ("console_inbox_counts", &self.inbox_counts),
             ("console_outbox_dead_page", &self.outbox_dead_page),
             ("console_outbox_dead_count", &self.outbox_dead_count),
@@ -191,6 +197,19 @@ impl ConsoleStore for PgConsoleStore {
                     oldest_age_seconds: row.try_get("oldest").map_err(get)?,
                 })
             })
+            .collect()
+    }
+
+    async fn outbox_topics(&self) -> Result<Vec<String>, StoreError> {
+        const OPERATION: &str = "console outbox topics";
+        let rows = self
+            .fetch(
+                OPERATION,
+                sqlx::query(self.statements.outbox_topics.clone()),
+            )
+            .await?;
+        rows.iter()
+            .map(|row| row.try_get("name").map_err(|e| store_error(OPERATION, e)))
             .collect()
     }
 

@@ -88,6 +88,10 @@ async fn counts_lists_filters_rows_lookups_and_requeue() {
     assert_eq!(find("orders", "pending"), Some(1));
     assert_eq!(find("users", "processing"), Some(1));
     assert_eq!(find("orders", "sent"), None, "sent rows are never counted");
+    assert_eq!(
+        f.store.outbox_topics().await.expect("topics"),
+        ["orders", "users"]
+    );
     let pending = counts
         .iter()
         .find(|c| c.state == "pending")
@@ -490,6 +494,13 @@ async fn plans_and_times_at_one_million_outbox_rows() {
             "outbox_counts",
             median(|| async {
                 store.outbox_counts().await.expect("q");
+            })
+            .await,
+        ),
+        (
+            "outbox_topics",
+            median(|| async {
+                store.outbox_topics().await.expect("q");
             })
             .await,
         ),

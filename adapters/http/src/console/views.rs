@@ -427,15 +427,13 @@ async fn selection(
     {
         fields.push(("destination", destination.clone()));
         // Rows do not store their destination: it is the first route whose pattern covers the
-        // topic. The topics of dead rows come from the overview count (dead rows only).
+        // topic. The table's topics come from a loose scan of the topic index.
         let topics: Vec<String> = console
             .routes
             .store
-            .outbox_counts()
+            .outbox_topics()
             .await?
             .into_iter()
-            .filter(|row| row.state == "dead")
-            .map(|row| row.topic)
             .filter(|topic| destination_of(console, topic) == destination)
             .filter(|topic| group.as_ref().is_none_or(|g| g == topic))
             .collect();
