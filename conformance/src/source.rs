@@ -68,7 +68,7 @@ pub fn key_of(body: &[u8]) -> String {
 /// go, so "committed but not answered" can be held.
 #[derive(Default)]
 pub struct Recorder {
-    calls: Mutex<Vec<(Received, Instant)>>,
+    calls: Mutex<Vec<(String, Received, Instant)>>,
     script: Mutex<VecDeque<IngestOutcome>>,
     table: Table,
     gate: Option<Semaphore>,
@@ -117,12 +117,23 @@ impl Recorder {
 
     /// The messages received so far, in call order.
     pub fn calls(&self) -> Vec<Received> {
-        self.lock_calls().iter().map(|(r, _)| r.clone()).collect()
+        self.lock_calls()
+            .iter()
+            .map(|(_, r, _)| r.clone())
+            .collect()
+    }
+
+    /// The source name of each call, in call order.
+    pub fn sources(&self) -> Vec<String> {
+        self.lock_calls()
+            .iter()
+            .map(|(s, _, _)| s.clone())
+            .collect()
     }
 
     /// When each call started.
     pub fn call_times(&self) -> Vec<Instant> {
-        self.lock_calls().iter().map(|(_, at)| *at).collect()
+        self.lock_calls().iter().map(|(_, _, at)| *at).collect()
     }
 
     /// How many calls were made.
@@ -158,15 +169,16 @@ impl Recorder {
         .await;
     }
 
-    fn lock_calls(&self) -> std::sync::MutexGuard<'_, Vec<(Received, Instant)>> {
+    fn lock_calls(&self) -> std::sync::MutexGuard<'_, Vec<(String, Received, Instant)>> {
         self.calls.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
 #[async_trait]
 impl Ingest for Recorder {
-    async fn ingest(&self, _source: &str, received: Received) -> Ingested {
-        self.lock_calls().push((received.clone(), Instant::now()));
+    async fn ingest(&self, source: &str, received: Received) -> Ingested {
+        self.lock_calls()
+            .push((source.to_owned(), received.clone(), Instant::now()));
         let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
         self.most_in_flight.fetch_max(now, Ordering::SeqCst);
         let scripted = self

@@ -7,111 +7,22 @@
 mod support;
 
 use async_nats::HeaderMap;
-use async_trait::async_trait;
 use queuebox_application::source::SourceDriver;
+use queuebox_conformance::source::Recorder;
 use queuebox_domain::secret::Secret;
 use queuebox_nats::{NatsSource, NatsSourceOptions};
 use queuebox_ports::health::HealthCheck;
 use queuebox_ports::health::SharedComponent as NatsSourceHealth;
-use queuebox_ports::ingest::{Ingest, IngestOutcome, Ingested, Received, Rejection};
-use std::collections::VecDeque;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use queuebox_ports::ingest::{IngestOutcome, Rejection};
+use std::sync::Arc;
 use std::time::Duration;
 use support::{TestClient, nats_url, unique, wait_for};
-use tokio::sync::{Semaphore, oneshot};
+use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 const SOURCE: &str = "orders-stream";
 const DURABLE: &str = "queuebox-test";
-
-/// An ingest that records every call, answers from a script (then `Stored`), and can hold each
-/// call at a gate until the test lets it through.
-#[derive(Default)]
-struct Recorder {
-    calls: Mutex<Vec<(String, Received)>>,
-    script: Mutex<VecDeque<IngestOutcome>>,
-    gate: Option<Semaphore>,
-    in_flight: AtomicUsize,
-    most_in_flight: AtomicUsize,
-    returned: AtomicUsize,
-}
-
-impl Recorder {
-    fn answering(script: impl IntoIterator<Item = IngestOutcome>) -> Arc<Self> {
-        Arc::new(Self {
-            script: Mutex::new(script.into_iter().collect()),
-            ..Self::default()
-        })
-    }
-
-    /// A recorder whose calls wait at a gate until [`Recorder::open`] lets them through.
-    fn gated() -> Arc<Self> {
-        Arc::new(Self {
-            gate: Some(Semaphore::new(0)),
-            ..Self::default()
-        })
-    }
-
-    fn open(&self, calls: usize) {
-        if let Some(gate) = &self.gate {
-            gate.add_permits(calls);
-        }
-    }
-
-    fn calls(&self) -> Vec<Received> {
-        self.calls
-            .lock()
-            .unwrap()
-            .iter()
-            .map(|(_, r)| r.clone())
-            .collect()
-    }
-
-    fn call_count(&self) -> usize {
-        self.calls.lock().unwrap().len()
-    }
-
-    fn returned(&self) -> usize {
-        self.returned.load(Ordering::SeqCst)
-    }
-
-    async fn wait_calls(&self, n: usize) {
-        wait_for(&format!("{n} ingest calls"), || async {
-            (self.call_count() >= n).then_some(())
-        })
-        .await;
-    }
-}
-
-#[async_trait]
-impl Ingest for Recorder {
-    async fn ingest(&self, source: &str, received: Received) -> Ingested {
-        self.calls
-            .lock()
-            .unwrap()
-            .push((source.to_owned(), received));
-        let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
-        self.most_in_flight.fetch_max(now, Ordering::SeqCst);
-        if let Some(gate) = &self.gate
-            && let Ok(permit) = gate.acquire().await
-        {
-            permit.forget();
-        }
-        self.in_flight.fetch_sub(1, Ordering::SeqCst);
-        let outcome = self
-            .script
-            .lock()
-            .unwrap()
-            .pop_front()
-            .unwrap_or(IngestOutcome::Stored {
-                id: uuid::Uuid::new_v4(),
-            });
-        self.returned.fetch_add(1, Ordering::SeqCst);
-        Ingested::early(outcome)
-    }
-}
 
 /// Options with short waits; a long ack wait, so a redelivery the test sees within it can only
 /// come from a negative acknowledgement.
@@ -237,7 +148,7 @@ async fn a_message_reaches_ingest_with_headers_and_msg_id_and_is_acked_after_ing
             .headers
             .contains(&("x-tenant".to_owned(), "acme".to_owned()))
     );
-    assert_eq!(ingest.calls.lock().unwrap()[0].0, SOURCE);
+    assert_eq!(ingest.sources()[0], SOURCE);
 
     // The consumer QueueBox created: durable, explicit acks, the configured filter and wait.
     let info = client
@@ -364,7 +275,7 @@ async fn the_batch_size_bounds_the_messages_in_the_pipeline() {
     ingest.open(20);
     ingest.wait_calls(20).await;
     wait_backlog(&client, &name, (0, 0)).await;
-    assert!(ingest.most_in_flight.load(Ordering::SeqCst) <= 5);
+    assert!(ingest.most_in_flight() <= 5);
     running.stop().await;
     client.delete(&name).await;
 }

@@ -7,114 +7,25 @@
 
 mod support;
 
-use async_trait::async_trait;
 use lapin::options::{BasicPublishOptions, QueueDeclareOptions};
 use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
 use lapin::{BasicProperties, Channel};
 use queuebox_application::source::SourceDriver;
+use queuebox_conformance::source::Recorder;
 use queuebox_domain::secret::Secret;
 use queuebox_ports::health::HealthCheck;
 use queuebox_ports::health::SharedComponent as RabbitmqSourceHealth;
-use queuebox_ports::ingest::{Ingest, IngestOutcome, Ingested, Received, Rejection};
+use queuebox_ports::ingest::{IngestOutcome, Rejection};
 use queuebox_rabbitmq::{RabbitmqError, RabbitmqSource, RabbitmqSourceOptions};
-use std::collections::VecDeque;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 use support::{
     TestClient, TestVhost, amqp_url, declare_queue, rabbitmqctl, unique, wait_for, with_vhost,
 };
-use tokio::sync::{Semaphore, oneshot};
+use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 const SOURCE: &str = "orders-queue";
-
-/// An ingest that records every call, answers from a script (then `Stored`), and can hold each
-/// call at a gate until the test lets it through.
-#[derive(Default)]
-struct Recorder {
-    calls: Mutex<Vec<(String, Received)>>,
-    script: Mutex<VecDeque<IngestOutcome>>,
-    gate: Option<Semaphore>,
-    in_flight: AtomicUsize,
-    most_in_flight: AtomicUsize,
-    returned: AtomicUsize,
-}
-
-impl Recorder {
-    fn answering(script: impl IntoIterator<Item = IngestOutcome>) -> Arc<Self> {
-        Arc::new(Self {
-            script: Mutex::new(script.into_iter().collect()),
-            ..Self::default()
-        })
-    }
-
-    /// A recorder whose calls wait at a gate until [`Recorder::open`] lets them through.
-    fn gated() -> Arc<Self> {
-        Arc::new(Self {
-            gate: Some(Semaphore::new(0)),
-            ..Self::default()
-        })
-    }
-
-    fn open(&self, calls: usize) {
-        if let Some(gate) = &self.gate {
-            gate.add_permits(calls);
-        }
-    }
-
-    fn calls(&self) -> Vec<Received> {
-        self.calls
-            .lock()
-            .unwrap()
-            .iter()
-            .map(|(_, r)| r.clone())
-            .collect()
-    }
-
-    fn call_count(&self) -> usize {
-        self.calls.lock().unwrap().len()
-    }
-
-    fn returned(&self) -> usize {
-        self.returned.load(Ordering::SeqCst)
-    }
-
-    async fn wait_calls(&self, n: usize) {
-        wait_for(&format!("{n} ingest calls"), || async {
-            (self.call_count() >= n).then_some(())
-        })
-        .await;
-    }
-}
-
-#[async_trait]
-impl Ingest for Recorder {
-    async fn ingest(&self, source: &str, received: Received) -> Ingested {
-        self.calls
-            .lock()
-            .unwrap()
-            .push((source.to_owned(), received));
-        let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
-        self.most_in_flight.fetch_max(now, Ordering::SeqCst);
-        if let Some(gate) = &self.gate
-            && let Ok(permit) = gate.acquire().await
-        {
-            permit.forget();
-        }
-        self.in_flight.fetch_sub(1, Ordering::SeqCst);
-        let outcome = self
-            .script
-            .lock()
-            .unwrap()
-            .pop_front()
-            .unwrap_or(IngestOutcome::Stored {
-                id: uuid::Uuid::new_v4(),
-            });
-        self.returned.fetch_add(1, Ordering::SeqCst);
-        Ingested::early(outcome)
-    }
-}
 
 /// Options with short waits, so the tests see reconnections quickly.
 fn options(url: &str, queue: &str) -> RabbitmqSourceOptions {
@@ -287,7 +198,7 @@ async fn a_message_reaches_ingest_with_body_headers_and_message_id_and_is_acked_
     assert_eq!(header("x-count"), Some("42"));
     assert_eq!(header("x-flag"), Some("true"));
     assert_eq!(
-        ingest.calls.lock().unwrap()[0].0,
+        ingest.sources()[0],
         SOURCE,
         "the ingest gets the source name"
     );
@@ -476,12 +387,12 @@ async fn the_prefetch_count_bounds_the_deliveries_in_the_pipeline() {
     ingest.wait_calls(3).await;
     wait_counts("/", &queue, (7, 3)).await;
     assert_eq!(ingest.call_count(), 3);
-    assert_eq!(ingest.in_flight.load(Ordering::SeqCst), 3);
+    assert_eq!(ingest.in_flight(), 3);
 
     ingest.open(10);
     ingest.wait_calls(10).await;
     wait_counts("/", &queue, (0, 0)).await;
-    assert_eq!(ingest.most_in_flight.load(Ordering::SeqCst), 3);
+    assert_eq!(ingest.most_in_flight(), 3);
     running.stop().await;
     client.clean(&[], &[&queue]).await;
 }
