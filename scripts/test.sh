@@ -69,6 +69,11 @@ QB_BIN="${CARGO_TARGET_DIR:-target}/debug/queuebox" bash examples/cdc/smoke.sh
 echo "== examples/kafka-bridge smoke test"
 QB_BIN="${CARGO_TARGET_DIR:-target}/debug/queuebox" bash examples/kafka-bridge/smoke.sh
 
+# The Redis bridge example's smoke test: stream -> inbox -> relay -> outbox -> stream, with
+# redis-cli, on stream names of its own.
+echo "== examples/redis-bridge smoke test"
+QB_BIN="${CARGO_TARGET_DIR:-target}/debug/queuebox" bash examples/redis-bridge/smoke.sh
+
 # The Rust pull client is a crate of its own (its own workspace and lock file): check it the same way.
 client=clients/rust/Cargo.toml
 echo "== clients/rust: fmt, clippy, test"
