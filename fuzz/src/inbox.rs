@@ -16,6 +16,8 @@ use async_trait::async_trait;
 use queuebox_application::ingest::IngestPipeline;
 use queuebox_config::LoadRequest;
 use queuebox_domain::inbox::auth::CredentialCheck;
+use queuebox_domain::inbox::signatures::{Scheme, StandardWebhooksSigner};
+use queuebox_domain::secret::Secret;
 use queuebox_ports::inbox::{InboxStore, InsertManyError, NewInboxMessage, Stored};
 use queuebox_ports::ingest::{Ingest, IngestOutcome, Received};
 use queuebox_ports::outbox::StoreError;
@@ -73,6 +75,14 @@ sources:
       signaturePrefix: "sha256="
       timestampHeader: X-Timestamp
       signaturePayloadFormat: timestamp-dot-body
+  webhooks:
+    type: http
+    path: /webhooks
+    topic: webhooks
+    auth:
+      type: standardWebhooks
+      secrets:
+        - whsec_ZnV6ei1zdGFuZGFyZC13ZWJob29rcy1zZWNyZXQtMzJi
   broker:
     type: rabbitmq
     queueName: fuzz
@@ -83,7 +93,9 @@ sources:
 "#;
 
 /// The source names, in selector order.
-const NAMES: [&str; 5] = ["open", "bearer", "apikey", "hmac", "broker"];
+const NAMES: [&str; 6] = ["open", "bearer", "apikey", "hmac", "webhooks", "broker"];
+/// The signing secret of the `webhooks` source (Standard Webhooks), as configured above.
+const WEBHOOKS_SECRET: &str = "whsec_ZnV6ei1zdGFuZGFyZC13ZWJob29rcy1zZWNyZXQtMzJi";
 /// The clock the pipeline reads, in Unix milliseconds (fixed, so the HMAC timestamp guard is
 /// deterministic).
 const NOW_MS: i64 = 1_700_000_000_000;
@@ -198,6 +210,23 @@ fn credential(check: &CredentialCheck, body: &[u8]) -> Vec<(String, String)> {
                 headers.push((rule.header.clone(), timestamp));
             }
             headers
+        }
+        // Only the `webhooks` source carries a provider signature: a correct Standard Webhooks
+        // set of headers for this body, made with the sender's side of the scheme.
+        CredentialCheck::Signature(check) => {
+            assert_eq!(check.scheme(), Scheme::StandardWebhooks, "the fuzz sources");
+            let signer = StandardWebhooksSigner::new(&[Secret::new(WEBHOOKS_SECRET)])
+                .expect("the fuzz secret is valid");
+            let id = "msg_fuzz";
+            let timestamp = (NOW_MS / 1000).to_string();
+            vec![
+                ("webhook-id".to_owned(), id.to_owned()),
+                (
+                    "webhook-signature".to_owned(),
+                    signer.signature(id, &timestamp, body),
+                ),
+                ("webhook-timestamp".to_owned(), timestamp),
+            ]
         }
     }
 }
