@@ -261,7 +261,13 @@ async fn with_a_management_port_the_admin_routes_answer_only_there() {
 
     let on_management = admin.replay(json!({ "ids": [dead] })).await;
     assert_eq!(on_management.moved(), 1);
-    assert_eq!(admin.state(dead).await, "pending");
+    // Out of `dead`: pending, or already claimed when the dispatcher's first poll ran late (a
+    // loaded machine) and found the replayed row.
+    let state = admin.state(dead).await;
+    assert!(
+        state == "pending" || state == "processing",
+        "the replayed row is {state}"
+    );
     admin.stop().await;
 }
 
