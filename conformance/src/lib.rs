@@ -12,6 +12,11 @@
 //!   ([`source::SourceFixture`], [`source_conformance_suite!`]). The fixture, in the adapter's
 //!   test, wires the driver; this crate stays on the ports.
 //!
+//! Test kits the adapters' own tests share: [`recorder::Recorder`], a scripted stand-in for the
+//! ingest port that records what a source hands it; [`proxy::FaultProxy`], a loopback TCP proxy a
+//! test holds, releases or cuts in front of a real broker; and [`wait::wait_for`], the
+//! deadline-bound polling loop.
+//!
 //! The suites test the port contract only: what the traits in `queuebox-ports` say an adapter
 //! MUST do, observed through the ports themselves and through a small fixture the adapter
 //! implements (insert a row the application would insert, read a row's state, let a lease pass).
@@ -62,9 +67,12 @@
 //! adapter is done when its suites pass; the suites, the domain and the other adapters do not
 //! change to admit it.
 
+pub mod proxy;
 pub mod publish;
+pub mod recorder;
 pub mod source;
 pub mod store;
+pub mod wait;
 
 /// Expands to one `#[tokio::test]` per store conformance test, each run against a fresh
 /// `$fixture` (a type implementing [`store::StoreFixture`]).

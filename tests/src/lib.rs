@@ -13,6 +13,8 @@ pub mod inbox;
 pub mod pair;
 pub mod process;
 pub mod receiver;
+pub mod service;
+pub mod source_rules;
 pub mod webdriver;
 
 use std::sync::Once;

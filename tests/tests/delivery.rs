@@ -1,18 +1,14 @@
 //! Outbox delivery end to end: the real binary claims rows from a real PostgreSQL and POSTs them to
 //! real HTTP receivers on 127.0.0.1, and each test checks what the receiver got and how the row ended.
 
-use queuebox_tests::database::TestDatabase;
-use queuebox_tests::free_port;
-use queuebox_tests::process::{Launch, QueueBox};
 use queuebox_tests::receiver::{Policy, Receiver, Recorded};
-use queuebox_tests::sample;
+use queuebox_tests::service::{OutboxRow as Row, OutboxState as RowState, Service};
 use queuebox_tests::wait_until;
+use queuebox_tests::{free_port, sample};
 use serde_json::json;
-use sqlx::PgPool;
 use std::time::{Duration, Instant};
 use uuid::Uuid;
 
-const START: Duration = Duration::from_secs(30);
 /// How long a test waits for a delivery that should come within a few poll intervals.
 const DELIVERY: Duration = Duration::from_secs(15);
 /// A retry delay long enough that a failed row stays pending while the test looks at it
@@ -37,156 +33,22 @@ impl Setup<'_> {
             outbox_extra: "",
         }
     }
-}
 
-/// One database, one `queuebox serve`, routes `order.**` to destination `hook` at `baseUrl/events`.
-struct Service {
-    db: TestDatabase,
-    port: u16,
-    qb: QueueBox,
-    /// A small pool, so helpers can query through `&self` inside `wait_until` closures.
-    sql: PgPool,
-}
-
-impl Service {
-    async fn start(setup: Setup<'_>) -> Self {
-        let db = TestDatabase::create().await;
-        let port = free_port();
-        let yaml = format!(
-            "server:\n  httpPort: {port}\n\
-             database:\n  url: {url}\n  username: {user}\n  password: {password}\n  startupTimeoutMs: 10000\n\
-             outbox:\n  pollIntervalMs: 50\n  retryBaseDelayMs: {retry}\n{extra}\
-             destinations:\n  hook:\n    type: http\n    baseUrl: {base}\n    path: /events\n    timeoutMs: {timeout}\n\
+    /// One database, one `queuebox serve`, routes `order.**` to destination `hook` at `baseUrl/events`.
+    async fn start(self) -> Service {
+        let sections = format!(
+            "destinations:\n  hook:\n    type: http\n    baseUrl: {base}\n    path: /events\n    timeoutMs: {timeout}\n\
              \x20   headers:\n      X-Static: from-destination\n      X-Shared: from-destination\n\
              routes:\n  - topicPattern: \"order.**\"\n    destination: hook\n",
-            url = db.jdbc_url(),
-            user = db.user,
-            password = db.password,
-            retry = setup.retry_base_delay_ms,
-            extra = setup.outbox_extra,
-            base = setup.base_url,
-            timeout = setup.timeout_ms,
+            base = self.base_url,
+            timeout = self.timeout_ms,
         );
-        let mut qb = Launch::with_config(&yaml).spawn(&[]);
-        // Live answers only after the migrations ran, so the outbox table exists from here on.
-        qb.wait_live(port, START).await;
-        let sql = sqlx::postgres::PgPoolOptions::new()
-            .max_connections(2)
-            .connect(&db.url)
+        Service::with(&sections)
+            .retry_base_delay_ms(self.retry_base_delay_ms)
+            .outbox_extra(self.outbox_extra)
+            .start()
             .await
-            .expect("connect to the test database");
-        Self { db, port, qb, sql }
     }
-
-    /// Inserts one due row and returns its id.
-    async fn insert(&self, row: Row<'_>) -> Uuid {
-        sqlx::query_scalar(
-            "INSERT INTO outbox (topic, key, payload, headers, max_attempts, scheduled_at) \
-             VALUES ($1, $2, $3::jsonb, $4::jsonb, $5, now() + $6 * interval '1 millisecond') RETURNING id",
-        )
-        .bind(row.topic)
-        .bind(row.key)
-        .bind(row.payload.to_string())
-        .bind(row.headers.to_string())
-        .bind(row.max_attempts)
-        .bind(row.delay_ms)
-        .fetch_one(&self.sql)
-        .await
-        .expect("insert an outbox row")
-    }
-
-    async fn row(&self, id: Uuid) -> RowState {
-        let (state, attempt, last_error, due_in_ms): (String, i32, Option<String>, f64) =
-            sqlx::query_as(
-                "SELECT state, attempt, last_error, \
-                 (EXTRACT(EPOCH FROM (scheduled_at - now())) * 1000)::float8 FROM outbox WHERE id = $1",
-            )
-            .bind(id)
-            .fetch_one(&self.sql)
-            .await
-            .expect("read the outbox row");
-        RowState {
-            state,
-            attempt,
-            last_error,
-            due_in_ms,
-        }
-    }
-
-    /// Waits until the row is in `state` and returns it.
-    async fn wait_state(&self, id: Uuid, state: &str, deadline: Duration) -> RowState {
-        let started = Instant::now();
-        loop {
-            let row = self.row(id).await;
-            if row.state == state {
-                return row;
-            }
-            assert!(
-                started.elapsed() < deadline,
-                "row {id} not {state} within {deadline:?}: {row:?}\nlog:\n{}",
-                self.qb.log()
-            );
-            tokio::time::sleep(Duration::from_millis(25)).await;
-        }
-    }
-
-    async fn metrics(&self) -> String {
-        get(&format!("http://127.0.0.1:{}/metrics", self.port))
-            .await
-            .text()
-            .await
-            .expect("metrics body")
-    }
-
-    /// Waits until the sample `series` reaches `at_least`, then returns its value.
-    async fn wait_metric(&self, series: &str, at_least: f64) -> f64 {
-        wait_until(&format!("{series} >= {at_least}"), DELIVERY, || async {
-            let value = sample(&self.metrics().await, series);
-            (value >= at_least).then_some(value)
-        })
-        .await
-    }
-
-    async fn stop(mut self) {
-        self.qb.terminate();
-        let status = self.qb.wait_exit(Duration::from_secs(30)).await;
-        assert!(status.success(), "exit {status}; log:\n{}", self.qb.log());
-        self.sql.close().await;
-        self.db.drop_database().await;
-    }
-}
-
-/// An outbox row to insert.
-struct Row<'a> {
-    topic: &'a str,
-    key: Option<&'a str>,
-    payload: serde_json::Value,
-    headers: serde_json::Value,
-    max_attempts: i32,
-    /// `scheduled_at` this far ahead of the database clock.
-    delay_ms: i64,
-}
-
-impl<'a> Row<'a> {
-    fn new(topic: &'a str, payload: serde_json::Value) -> Self {
-        Self {
-            topic,
-            key: None,
-            payload,
-            headers: json!({}),
-            max_attempts: 5,
-            delay_ms: 0,
-        }
-    }
-}
-
-#[derive(Debug)]
-struct RowState {
-    state: String,
-    attempt: i32,
-    last_error: Option<String>,
-    /// `scheduled_at` minus the database clock, in milliseconds.
-    due_in_ms: f64,
 }
 
 async fn get(url: &str) -> reqwest::Response {
@@ -213,7 +75,7 @@ fn request_of(requests: &[Recorded], id: Uuid) -> &Recorded {
 #[tokio::test]
 async fn a_row_is_posted_with_its_payload_and_headers_and_ends_sent() {
     let receiver = Receiver::start(Policy::status(200)).await;
-    let service = Service::start(Setup::to(receiver.url())).await;
+    let service = Setup::to(receiver.url()).start().await;
 
     let payload = json!({"orderId": "o-1", "amount": 99.5, "lines": [{"sku": "a", "qty": 2}]});
     let keyed = service
@@ -259,11 +121,14 @@ async fn a_row_is_posted_with_its_payload_and_headers_and_ends_sent() {
     assert_eq!(other.json(), json!({"sku": "b"}));
 
     for id in [keyed, unkeyed] {
-        let row = service.wait_state(id, "sent", DELIVERY).await;
+        let row = service.wait_outbox_state(id, "sent", DELIVERY).await;
         assert_eq!(row.attempt, 0);
         assert_eq!(row.last_error, None);
     }
-    assert_eq!(service.wait_metric(sent_counter(), 2.0).await, 2.0);
+    assert_eq!(
+        service.wait_metric(sent_counter(), 2.0, DELIVERY).await,
+        2.0
+    );
     assert_eq!(receiver.count(), 2, "each row is delivered once");
     service.stop().await;
 }
@@ -273,17 +138,18 @@ async fn a_5xx_answer_schedules_a_retry_and_the_next_attempt_delivers() {
     let receiver = Receiver::start(Policy::sequence(&[503], 200)).await;
     // A base of one second (delay 1 to 1.25 s) leaves the pending retry visible long enough to read
     // it, and long enough to tell a backoff from an immediate retry.
-    let service = Service::start(Setup {
+    let service = Setup {
         retry_base_delay_ms: 1_000,
         ..Setup::to(receiver.url())
-    })
+    }
+    .start()
     .await;
     let id = service
         .insert(Row::new("order.created", json!({"n": 1})))
         .await;
 
     receiver.wait_for(1, DELIVERY).await;
-    let retry = service.wait_state(id, "pending", DELIVERY).await;
+    let retry = service.wait_outbox_state(id, "pending", DELIVERY).await;
     assert_eq!(retry.attempt, 1, "{retry:?}");
     let error = retry.last_error.clone().unwrap_or_default();
     assert!(error.contains("503"), "{retry:?}");
@@ -292,7 +158,7 @@ async fn a_5xx_answer_schedules_a_retry_and_the_next_attempt_delivers() {
         "scheduled_at lies ahead by the backoff: {retry:?}"
     );
 
-    let sent = service.wait_state(id, "sent", DELIVERY).await;
+    let sent = service.wait_outbox_state(id, "sent", DELIVERY).await;
     assert_eq!(sent.attempt, 1);
     let requests = receiver.requests();
     assert_eq!(requests.len(), 2);
@@ -330,17 +196,18 @@ async fn a_5xx_answer_schedules_a_retry_and_the_next_attempt_delivers() {
 /// the insert that failure was written. The failure is counted under its cause `kind`, and the
 /// log line of the retry names it.
 async fn first_attempt_fails(setup: Setup<'_>, kind: &str) -> (RowState, Duration) {
-    let service = Service::start(Setup {
+    let service = Setup {
         retry_base_delay_ms: NO_RETRY_DURING_TEST_MS,
         ..setup
-    })
+    }
+    .start()
     .await;
     let inserted = Instant::now();
     let id = service
         .insert(Row::new("order.created", json!({"n": 1})))
         .await;
     let row = wait_until("the first failed attempt", DELIVERY, || async {
-        let row = service.row(id).await;
+        let row = service.outbox_row(id).await;
         (row.attempt > 0).then_some(row)
     })
     .await;
@@ -352,7 +219,11 @@ async fn first_attempt_fails(setup: Setup<'_>, kind: &str) -> (RowState, Duratio
         "the retry waits for the backoff: {row:?}"
     );
     let failed = service
-        .wait_metric(r#"queuebox_outbox_messages_total{status="failed"}"#, 1.0)
+        .wait_metric(
+            r#"queuebox_outbox_messages_total{status="failed"}"#,
+            1.0,
+            DELIVERY,
+        )
         .await;
     assert_eq!(failed, 1.0);
     let metrics = service.metrics().await;
@@ -441,7 +312,7 @@ async fn a_refused_connection_fails_the_attempt() {
 #[tokio::test]
 async fn a_row_dies_after_its_own_max_attempts() {
     let receiver = Receiver::start(Policy::status(500)).await;
-    let service = Service::start(Setup::to(receiver.url())).await;
+    let service = Setup::to(receiver.url()).start().await;
     // max_attempts 2: attempts 0, 1 and 2 are delivered, the third failure is final.
     let id = service
         .insert(Row {
@@ -450,7 +321,7 @@ async fn a_row_dies_after_its_own_max_attempts() {
         })
         .await;
 
-    let dead = service.wait_state(id, "dead", DELIVERY).await;
+    let dead = service.wait_outbox_state(id, "dead", DELIVERY).await;
     assert_eq!(dead.attempt, 2, "{dead:?}");
     assert!(
         dead.last_error
@@ -485,11 +356,11 @@ async fn a_row_dies_after_its_own_max_attempts() {
 #[tokio::test]
 async fn a_row_without_a_route_dies_at_once_and_reaches_no_receiver() {
     let receiver = Receiver::start(Policy::status(200)).await;
-    let service = Service::start(Setup::to(receiver.url())).await;
+    let service = Setup::to(receiver.url()).start().await;
     let lost = service
         .insert(Row::new("invoice.created", json!({"n": 1})))
         .await;
-    let dead = service.wait_state(lost, "dead", DELIVERY).await;
+    let dead = service.wait_outbox_state(lost, "dead", DELIVERY).await;
     assert_eq!(dead.attempt, 0, "{dead:?}");
     assert_eq!(
         dead.last_error.as_deref(),
@@ -500,7 +371,7 @@ async fn a_row_without_a_route_dies_at_once_and_reaches_no_receiver() {
     let routed = service
         .insert(Row::new("order.created", json!({"n": 2})))
         .await;
-    service.wait_state(routed, "sent", DELIVERY).await;
+    service.wait_outbox_state(routed, "sent", DELIVERY).await;
     let requests = receiver.requests();
     assert_eq!(requests.len(), 1, "{requests:#?}");
     assert_eq!(
@@ -513,7 +384,7 @@ async fn a_row_without_a_route_dies_at_once_and_reaches_no_receiver() {
 #[tokio::test]
 async fn a_row_scheduled_in_the_future_waits_for_its_time() {
     let receiver = Receiver::start(Policy::status(200)).await;
-    let service = Service::start(Setup::to(receiver.url())).await;
+    let service = Setup::to(receiver.url()).start().await;
     let before_insert = Instant::now();
     let later = service
         .insert(Row {
@@ -529,7 +400,7 @@ async fn a_row_scheduled_in_the_future_waits_for_its_time() {
         first[0].header("x-message-id"),
         Some(now.to_string().as_str())
     );
-    assert_ne!(service.row(later).await.state, "sent");
+    assert_ne!(service.outbox_row(later).await.state, "sent");
 
     let both = receiver.wait_for(2, DELIVERY).await;
     let delayed = request_of(&both, later);
@@ -538,17 +409,18 @@ async fn a_row_scheduled_in_the_future_waits_for_its_time() {
         waited >= Duration::from_secs(3),
         "delivered {waited:?} after the insert"
     );
-    service.wait_state(later, "sent", DELIVERY).await;
+    service.wait_outbox_state(later, "sent", DELIVERY).await;
     service.stop().await;
 }
 
 #[tokio::test]
 async fn the_rows_of_one_key_arrive_in_insert_order_and_unkeyed_rows_all_arrive() {
     let receiver = Receiver::start(Policy::status(200)).await;
-    let service = Service::start(Setup {
+    let service = Setup {
         outbox_extra: "  concurrency: 8\n  batchSize: 100\n",
         ..Setup::to(receiver.url())
-    })
+    }
+    .start()
     .await;
     // One statement: every row shares created_at, so only `sequence` can keep their order.
     sqlx::query(
@@ -593,7 +465,10 @@ async fn the_rows_of_one_key_arrive_in_insert_order_and_unkeyed_rows_all_arrive(
     let mut unkeyed_expected: Vec<String> = unkeyed.iter().map(Uuid::to_string).collect();
     unkeyed_expected.sort();
     assert_eq!(unkeyed_seen, unkeyed_expected);
-    assert_eq!(service.wait_metric(sent_counter(), 70.0).await, 70.0);
+    assert_eq!(
+        service.wait_metric(sent_counter(), 70.0, DELIVERY).await,
+        70.0
+    );
     assert_eq!(receiver.count(), 70);
     service.stop().await;
 }
@@ -601,10 +476,11 @@ async fn the_rows_of_one_key_arrive_in_insert_order_and_unkeyed_rows_all_arrive(
 #[tokio::test]
 async fn sigterm_waits_for_the_publish_in_flight_and_exits_0() {
     let receiver = Receiver::start(Policy::status(200).with_delay(Duration::from_secs(1))).await;
-    let mut service = Service::start(Setup {
+    let mut service = Setup {
         outbox_extra: "  shutdownTimeoutMs: 5000\n",
         ..Setup::to(receiver.url())
-    })
+    }
+    .start()
     .await;
     let id = service
         .insert(Row::new("order.created", json!({"n": 1})))
@@ -625,21 +501,20 @@ async fn sigterm_waits_for_the_publish_in_flight_and_exits_0() {
         "exit {status}; log:\n{}",
         service.qb.log()
     );
-    let row = service.row(id).await;
+    let row = service.outbox_row(id).await;
     assert_eq!(row.state, "sent", "{row:?}\nlog:\n{}", service.qb.log());
     assert!(
         stopped_after < Duration::from_secs(10),
         "the stop took {stopped_after:?}"
     );
     assert_eq!(receiver.count(), 1);
-    service.sql.close().await;
-    service.db.drop_database().await;
+    service.discard().await;
 }
 
 #[tokio::test]
 async fn readiness_lists_the_outbox_poller_up() {
     let receiver = Receiver::start(Policy::status(200)).await;
-    let service = Service::start(Setup::to(receiver.url())).await;
+    let service = Setup::to(receiver.url()).start().await;
     let url = format!("http://127.0.0.1:{}/health/ready", service.port);
     // The poller reports up after its first successful claim, a poll interval after the start.
     wait_until("outbox-poller up", DELIVERY, || async {
@@ -669,10 +544,11 @@ async fn sigterm_hands_back_claimed_rows_that_were_not_started() {
     // One publish at a time against a slow receiver: the first row is in flight, the other four are
     // claimed and waiting for a permit when the stop comes.
     let receiver = Receiver::start(Policy::status(200).with_delay(Duration::from_secs(1))).await;
-    let mut service = Service::start(Setup {
+    let mut service = Setup {
         outbox_extra: "  shutdownTimeoutMs: 5000\n  concurrency: 1\n",
         ..Setup::to(receiver.url())
-    })
+    }
+    .start()
     .await;
     let mut ids = Vec::new();
     for n in 0..5 {
@@ -694,7 +570,7 @@ async fn sigterm_hands_back_claimed_rows_that_were_not_started() {
     let mut sent = 0;
     let mut released = 0;
     for id in &ids {
-        let row = service.row(*id).await;
+        let row = service.outbox_row(*id).await;
         match row.state.as_str() {
             "sent" => sent += 1,
             // Handed back at once, attempt not spent: another replica takes it without waiting for
@@ -709,17 +585,17 @@ async fn sigterm_hands_back_claimed_rows_that_were_not_started() {
     assert_eq!(sent, receiver.count(), "every delivered row is sent");
     assert_eq!(sent + released, 5);
     assert!(released >= 1, "some rows were waiting when the stop came");
-    service.sql.close().await;
-    service.db.drop_database().await;
+    service.discard().await;
 }
 
 #[tokio::test]
 async fn the_pending_gauges_count_waiting_rows_per_destination() {
     let receiver = Receiver::start(Policy::status(200)).await;
-    let service = Service::start(Setup {
+    let service = Setup {
         outbox_extra: "  pendingGaugeIntervalMs: 100\n",
         ..Setup::to(receiver.url())
-    })
+    }
+    .start()
     .await;
     let hour_ms = 3_600_000;
     for n in 0..3 {
@@ -740,7 +616,7 @@ async fn the_pending_gauges_count_waiting_rows_per_destination() {
 
     assert_eq!(
         service
-            .wait_metric("queuebox_outbox_messages_pending", 4.0)
+            .wait_metric("queuebox_outbox_messages_pending", 4.0, DELIVERY)
             .await,
         4.0
     );

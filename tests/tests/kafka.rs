@@ -3,10 +3,10 @@
 //! topics in the inbox. Each test uses topics and consumer groups of its own.
 
 use queuebox_tests::broker_forms::{BINARY_HEADER, UNKEYED, check_unkeyed_rows, digest_key};
-use queuebox_tests::database::TestDatabase;
 use queuebox_tests::inbox::wait_each_stored_once;
-use queuebox_tests::process::{Launch, QueueBox};
-use queuebox_tests::{free_port, sample, wait_until};
+use queuebox_tests::service::{START, Service};
+use queuebox_tests::source_rules::{self, Message as RulesMessage, RulesBroker, Source};
+use queuebox_tests::{sample, wait_until};
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::consumer::{BaseConsumer, Consumer, StreamConsumer};
@@ -14,13 +14,11 @@ use rdkafka::message::{Header, Headers, OwnedHeaders};
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 use rdkafka::{ClientConfig, Message};
-use sqlx::PgPool;
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use uuid::Uuid;
 
-const START: Duration = Duration::from_secs(30);
 const WAIT: Duration = Duration::from_secs(45);
 
 /// The tests of this file share one broker: each holds this lock for reading, and the test that
@@ -248,80 +246,6 @@ impl Drop for StartBrokerOnDrop {
     }
 }
 
-/// One database and one `queuebox serve` with `extra` YAML sections.
-struct Service {
-    db: TestDatabase,
-    port: u16,
-    qb: QueueBox,
-    sql: PgPool,
-    yaml: String,
-}
-
-impl Service {
-    async fn start(extra: &str) -> Self {
-        let db = TestDatabase::create().await;
-        let port = free_port();
-        let yaml = format!(
-            "server:\n  httpPort: {port}\n\
-             database:\n  url: {url}\n  username: {user}\n  password: {password}\n  startupTimeoutMs: 10000\n\
-             outbox:\n  pollIntervalMs: 50\n  retryBaseDelayMs: 20\n{extra}",
-            url = db.jdbc_url(),
-            user = db.user,
-            password = db.password,
-        );
-        let mut qb = Launch::with_config(&yaml).spawn(&[]);
-        qb.wait_live(port, START).await;
-        let sql = db.pool().await;
-        Self {
-            db,
-            port,
-            qb,
-            sql,
-            yaml,
-        }
-    }
-
-    /// A second process on the same database with the same configuration but its own port.
-    fn replica(&self) -> (QueueBox, u16) {
-        let port = free_port();
-        let yaml = self.yaml.replacen(
-            &format!("httpPort: {}", self.port),
-            &format!("httpPort: {port}"),
-            1,
-        );
-        (Launch::with_config(&yaml).spawn(&[]), port)
-    }
-
-    async fn count(&self, query: &'static str) -> i64 {
-        sqlx::query_scalar(query)
-            .fetch_one(&self.sql)
-            .await
-            .expect("count")
-    }
-
-    async fn metrics(&self) -> String {
-        queuebox_tests::scrape(self.port).await
-    }
-
-    async fn stop(mut self) {
-        self.qb.terminate();
-        let status = self.qb.wait_exit(Duration::from_secs(30)).await;
-        assert!(status.success(), "exit {status}; log:\n{}", self.qb.log());
-        self.sql.close().await;
-        self.db.drop_database().await;
-    }
-}
-
-async fn ready(port: u16) -> (u16, String) {
-    let response = queuebox_tests::http()
-        .get(format!("http://127.0.0.1:{port}/health/ready"))
-        .send()
-        .await
-        .expect("GET /health/ready");
-    let status = response.status().as_u16();
-    (status, response.text().await.expect("text"))
-}
-
 fn destination(topic: &str, extra: &str) -> String {
     format!(
         "destinations:\n  events:\n    type: kafka\n    bootstrapServers: {servers}\n    topic: {topic}\n    timeoutMs: 5000\n{extra}\
@@ -463,26 +387,7 @@ async fn a_kafka_restart_while_publishing_loses_nothing_and_keeps_key_order() {
     create_topic(&topic, 2).await;
     let service = Service::start(&destination(&topic, "")).await;
     let total: i32 = 600;
-    let producer = {
-        let sql = service.sql.clone();
-        tokio::spawn(async move {
-            for i in 0..total {
-                sqlx::query(
-                    "INSERT INTO outbox (topic, key, payload, max_attempts) \
-                     VALUES ('order.created', $1, $2::jsonb, 100)",
-                )
-                .bind(format!("k-{}", i % 10))
-                .bind(format!(r#"{{"n":{i}}}"#))
-                .execute(&sql)
-                .await
-                .expect("insert");
-                if i % 50 == 49 {
-                    // Spread the rows over the restart; no assertion depends on this pause.
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                }
-            }
-        })
-    };
+    let producer = service.produce(total, 100, |i| format!(r#"{{"n":{i}}}"#), true);
     wait_until("some deliveries", WAIT, || async {
         let sent = service
             .count("SELECT count(*) FROM outbox WHERE state = 'sent'")
@@ -565,7 +470,7 @@ async fn topic_with_source(prefix: &str, extra: &str) -> (String, String, Servic
     let group = unique("group");
     let service = Service::start(&source("orders-log", &topic, &group, extra)).await;
     wait_until("the source healthy", WAIT, || async {
-        let (status, body) = ready(service.port).await;
+        let (status, body) = service.ready().await;
         (status == 200 && body.contains("kafka.orders-log")).then_some(())
     })
     .await;
@@ -669,125 +574,75 @@ async fn records_are_stored_once_each_with_the_key_order_of_page_08_and_bad_ones
     delete_topics(&[&topic]).await;
 }
 
+/// The source-rules scenario on topics: each source reads a one-partition topic of its own in a
+/// group of its own; `relayed` finds its id, event type and aggregate id in attribute headers, and
+/// its topic is a template.
+struct Topics(FutureProducer);
+
+impl RulesBroker for Topics {
+    async fn create(&self, topic: &str) {
+        create_topic(topic, 1).await;
+    }
+
+    fn source(&self, topic: &str) -> String {
+        format!(
+            "    type: kafka\n    bootstrapServers: {}\n    topics: [{topic}]\n    groupId: {}\n",
+            bootstrap(),
+            unique("group"),
+        )
+    }
+
+    fn attributes(&self, to: Source) -> &'static str {
+        match to {
+            Source::Relayed => {
+                "    eventTypeFromHeader: true\n    topic: \"kafka.{{ eventType }}\"\n\
+                 \x20   attributeHeaders:\n      idempotencyKey: id\n      eventType: eventType\n      aggregateId: aggregateId\n"
+            }
+            Source::Pulled => "",
+        }
+    }
+
+    fn id_field(&self) -> &'static str {
+        "ref"
+    }
+
+    fn relayed_topic(&self) -> (&'static str, &'static str) {
+        (
+            "kafka.order.created",
+            "the source's topic template with the header's event type",
+        )
+    }
+
+    async fn publish(&self, topic: &str, to: Source, message: &RulesMessage) {
+        let mut headers = Vec::new();
+        let body = match to {
+            // The attributes travel in headers: the body holds only `ref` and `ok`.
+            Source::Relayed => {
+                headers.extend([("id", message.id), ("eventType", "order.created")]);
+                if let Some(customer) = message.customer {
+                    headers.push(("aggregateId", customer));
+                }
+                message.body("ref", false)
+            }
+            Source::Pulled => message.body("id", false),
+        };
+        headers.extend(message.headers());
+        send(&self.0, topic, None, &body, &headers).await;
+    }
+
+    async fn delete(&self, topic: &str) {
+        delete_topics(&[topic]).await;
+    }
+}
+
 #[tokio::test]
 async fn the_sources_rules_apply_to_records_filter_transform_attribute_headers_pull_and_relay() {
     let _broker = BROKER.read().await;
-    let (relayed, pulled) = (unique("in-relayed"), unique("in-pulled"));
-    create_topic(&relayed, 1).await;
-    create_topic(&pulled, 1).await;
-    let servers = bootstrap();
-    let yaml = format!(
-        "inbox:\n  relay:\n    enabled: true\n    pollIntervalMs: 50\n\
-         sources:\n  relayed:\n    type: kafka\n    bootstrapServers: {servers}\n    topics: [{relayed}]\n    groupId: {g1}\n\
-         \x20   eventTypeFromHeader: true\n    topic: \"kafka.{{{{ eventType }}}}\"\n\
-         \x20   attributeHeaders:\n      idempotencyKey: id\n      eventType: eventType\n      aggregateId: aggregateId\n\
-         \x20   filter:\n      require:\n        - header: x-env\n          equals: prod\n\
-         \x20   transform:\n      expression: '$exists(ok) ? {{\"order\": ref, \"v\": 2}} : $error(\"no ok\")'\n      onError: Dead\n\
-         \x20 pulled:\n    type: kafka\n    bootstrapServers: {servers}\n    topics: [{pulled}]\n    groupId: {g2}\n    consumption: pull\n",
-        g1 = unique("g1"),
-        g2 = unique("g2"),
-    );
-    let service = Service::start(&yaml).await;
-    let producer = producer();
-    send(
-        &producer,
-        &relayed,
-        None,
-        br#"{"ref":"a","ok":true}"#,
-        &[
-            ("x-env", "prod"),
-            ("id", "a"),
-            ("eventType", "order.created"),
-            ("aggregateId", "c1"),
-            ("X-Correlation-Id", "corr-1"),
-        ],
-    )
-    .await;
-    send(
-        &producer,
-        &relayed,
-        None,
-        br#"{"ref":"b","ok":true}"#,
-        &[
-            ("x-env", "test"),
-            ("id", "b"),
-            ("eventType", "order.created"),
-        ],
-    )
-    .await;
-    send(
-        &producer,
-        &relayed,
-        None,
-        br#"{"ref":"c"}"#,
-        &[
-            ("x-env", "prod"),
-            ("id", "c"),
-            ("eventType", "order.created"),
-        ],
-    )
-    .await;
-    send(&producer, &pulled, None, br#"{"id":"p"}"#, &[]).await;
-    wait_until("every record settled", WAIT, || async {
-        let inbox = service.count("SELECT count(*) FROM inbox").await;
-        let outbox = service.count("SELECT count(*) FROM outbox").await;
-        (inbox == 3 && outbox == 1).then_some(())
-    })
-    .await;
-    let rows: Vec<(String, String, String, Option<String>)> = sqlx::query_as(
-        "SELECT idempotency_key, state, consumption, last_error FROM inbox ORDER BY idempotency_key",
-    )
-    .fetch_all(&service.sql)
-    .await
-    .expect("rows");
+    let relayed = source_rules::run(&Topics(producer()), WAIT).await;
     assert_eq!(
-        (rows[0].0.as_str(), rows[0].1.as_str()),
-        ("a", "processed"),
-        "{rows:?}"
+        relayed.headers["X-Correlation-Id"], "corr-1",
+        "the correlation header travels with the relayed row: {relayed:?}"
     );
-    assert_eq!(
-        (rows[1].0.as_str(), rows[1].1.as_str()),
-        ("c", "dead"),
-        "{rows:?}"
-    );
-    assert!(
-        rows[1]
-            .3
-            .as_deref()
-            .is_some_and(|e| e.contains("Transform failed")),
-        "{rows:?}"
-    );
-    assert_eq!(
-        (rows[2].0.as_str(), rows[2].1.as_str(), rows[2].2.as_str()),
-        ("p", "pending", "pull")
-    );
-    let (topic, key, payload, correlation): (
-        String,
-        Option<String>,
-        serde_json::Value,
-        Option<String>,
-    ) = sqlx::query_as("SELECT topic, key, payload, headers ->> 'X-Correlation-Id' FROM outbox")
-        .fetch_one(&service.sql)
-        .await
-        .expect("the relayed row");
-    assert_eq!(
-        topic, "kafka.order.created",
-        "the source's topic template with the header's event type"
-    );
-    assert_eq!(key.as_deref(), Some("c1"), "the renamed aggregate header");
-    assert_eq!(payload, serde_json::json!({"order": "a", "v": 2}));
-    assert_eq!(correlation.as_deref(), Some("corr-1"));
-    let metrics = service.metrics().await;
-    assert_eq!(
-        sample(
-            &metrics,
-            "queuebox_inbox_filtered_total{source=\"relayed\"}"
-        ),
-        1.0,
-        "{metrics}"
-    );
-    service.stop().await;
-    delete_topics(&[&relayed, &pulled]).await;
 }
 
 #[tokio::test]
@@ -817,7 +672,7 @@ async fn a_missing_topic_shows_in_health_naming_it_until_it_exists() {
     let topic = unique("in-missing");
     let service = Service::start(&source("orders-log", &topic, &unique("group"), "")).await;
     let body = wait_until("the component down naming the topic", WAIT, || async {
-        let (status, body) = ready(service.port).await;
+        let (status, body) = service.ready().await;
         (status == 503 && body.contains(&topic)).then_some(body)
     })
     .await;
@@ -829,7 +684,7 @@ async fn a_missing_topic_shows_in_health_naming_it_until_it_exists() {
     })
     .await;
     wait_until("ready again", WAIT, || async {
-        (ready(service.port).await.0 == 200).then_some(())
+        (service.ready().await.0 == 200).then_some(())
     })
     .await;
     service.stop().await;
@@ -855,13 +710,7 @@ async fn kill_9_between_the_inbox_commit_and_the_offset_commit_stores_each_recor
         .await;
     }
     let mut service = Service::start(&source("orders-log", &topic, &group, "")).await;
-    wait_until("some rows stored", WAIT, || async {
-        (service.count("SELECT count(*) FROM inbox").await > 100).then_some(())
-    })
-    .await;
-    service.qb.kill9();
-    service.qb.wait_exit(Duration::from_secs(10)).await;
-    let stored_at_kill = service.count("SELECT count(*) FROM inbox").await;
+    let stored_at_kill = service.kill9_while_storing(100, total, WAIT).await;
     let committed_at_kill: i64 = committed(&group, &topic, 2)
         .await
         .iter()
@@ -871,12 +720,7 @@ async fn kill_9_between_the_inbox_commit_and_the_offset_commit_stores_each_recor
         committed_at_kill < stored_at_kill,
         "the kill must fall between the inbox commit and the offset commit: {stored_at_kill} rows stored, {committed_at_kill} records committed"
     );
-    assert!(
-        stored_at_kill < total,
-        "the kill came too late to test anything"
-    );
-    service.qb = Launch::with_config(&service.yaml).spawn(&[]);
-    service.qb.wait_live(service.port, START).await;
+    service.restart().await;
     wait_each_stored_once(&service.sql, "record", total, Duration::from_secs(90)).await;
     wait_until("the group to commit past every record", WAIT, || async {
         let offsets = committed(&group, &topic, 2).await;
@@ -1037,21 +881,12 @@ async fn scram_credentials_publish_and_consume_over_the_sasl_listener() {
          sources:\n  secure-in:\n    type: kafka\n    bootstrapServers: {sasl}\n    topics: [{in_topic}]\n    groupId: {group}\n{security}",
         group = unique("group")
     );
-    let db = TestDatabase::create().await;
-    let port = free_port();
-    let config = format!(
-        "server:\n  httpPort: {port}\ndatabase:\n  url: {url}\n  username: {dbuser}\n  password: {dbpassword}\noutbox:\n  pollIntervalMs: 50\n{yaml}",
-        url = db.jdbc_url(),
-        dbuser = db.user,
-        dbpassword = db.password,
-    );
-    let mut qb = Launch::with_config(&config)
+    let service = Service::with(&yaml)
         .env("KAFKA_PASSWORD", password)
-        .spawn(&[]);
-    qb.wait_live(port, START).await;
-    let sql = db.pool().await;
+        .start()
+        .await;
     sqlx::query("INSERT INTO outbox (topic, payload) VALUES ('any', '{\"n\":1}')")
-        .execute(&sql)
+        .execute(&service.sql)
         .await
         .expect("insert");
     send(&producer(), &in_topic, None, br#"{"id":"s-1"}"#, &[]).await;
@@ -1059,26 +894,16 @@ async fn scram_credentials_publish_and_consume_over_the_sasl_listener() {
         "the record published and the inbox row stored",
         WAIT,
         || async {
-            let inbox: i64 = sqlx::query_scalar("SELECT count(*) FROM inbox")
-                .fetch_one(&sql)
-                .await
-                .expect("count");
+            let inbox = service.count("SELECT count(*) FROM inbox").await;
             // The outbox row, and the relayed inbox row (the route takes every topic).
             (inbox == 1 && collector.records().len() == 2).then_some(())
         },
     )
     .await;
     assert!(
-        !qb.log().contains(password),
+        !service.log().contains(password),
         "the password never reaches the log"
     );
-    qb.terminate();
-    assert!(
-        qb.wait_exit(Duration::from_secs(30)).await.success(),
-        "{}",
-        qb.log()
-    );
-    sql.close().await;
-    db.drop_database().await;
+    service.stop().await;
     delete_topics(&[&out_topic, &in_topic]).await;
 }

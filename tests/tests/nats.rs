@@ -6,19 +6,18 @@
 #![allow(clippy::unwrap_used)]
 
 use async_nats::HeaderMap;
+use async_nats::jetstream::context::ConsumerInfoErrorKind;
 use async_nats::jetstream::{self, stream};
 use futures::StreamExt;
 use queuebox_tests::broker_forms::{UNKEYED, check_unkeyed_rows, digest_key};
-use queuebox_tests::database::TestDatabase;
 use queuebox_tests::inbox::wait_each_stored_once;
-use queuebox_tests::process::{Launch, QueueBox};
+use queuebox_tests::service::{OutboxRow, Service};
+use queuebox_tests::source_rules::{self, Message, RulesBroker, Source};
 use queuebox_tests::{free_port, sample, wait_until};
-use sqlx::PgPool;
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 use uuid::Uuid;
 
-const START: Duration = Duration::from_secs(30);
 const WAIT: Duration = Duration::from_secs(30);
 
 fn nats_url() -> String {
@@ -104,11 +103,15 @@ impl Js {
     }
 
     /// The number of messages the durable consumer holds delivered but unacknowledged, and the
-    /// number still to deliver.
-    async fn consumer_backlog(&self, stream: &str, durable: &str) -> (usize, u64) {
+    /// number still to deliver; `None` while QueueBox has not created the consumer yet (every
+    /// caller waits in a loop that may start before the source's first connect).
+    async fn consumer_backlog(&self, stream: &str, durable: &str) -> Option<(usize, u64)> {
         let stream = self.js.get_stream(stream).await.expect("the stream");
-        let info = stream.consumer_info(durable).await.expect("consumer info");
-        (info.num_ack_pending, info.num_pending)
+        match stream.consumer_info(durable).await {
+            Ok(info) => Some((info.num_ack_pending, info.num_pending)),
+            Err(error) if error.kind() == ConsumerInfoErrorKind::NotFound => None,
+            Err(error) => panic!("consumer info of {durable}: {error}"),
+        }
     }
 
     async fn delete(&self, name: &str) {
@@ -132,82 +135,22 @@ fn header(message: &async_nats::Message, name: &str) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// One database and one `queuebox serve` with `extra` YAML sections.
-struct Service {
-    db: TestDatabase,
-    port: u16,
-    qb: QueueBox,
-    sql: PgPool,
-    yaml: String,
-}
-
-impl Service {
-    async fn start(extra: &str) -> Self {
-        let db = TestDatabase::create().await;
-        let port = free_port();
-        let yaml = format!(
-            "server:\n  httpPort: {port}\n\
-             database:\n  url: {url}\n  username: {user}\n  password: {password}\n  startupTimeoutMs: 10000\n\
-             outbox:\n  pollIntervalMs: 50\n  retryBaseDelayMs: 20\n{extra}",
-            url = db.jdbc_url(),
-            user = db.user,
-            password = db.password,
-        );
-        let mut qb = Launch::with_config(&yaml).spawn(&[]);
-        qb.wait_live(port, START).await;
-        let sql = db.pool().await;
-        Self {
-            db,
-            port,
-            qb,
-            sql,
-            yaml,
-        }
-    }
-
-    async fn insert(&self, topic: &str, key: Option<&str>, payload: &str, attempts: i32) -> Uuid {
-        sqlx::query_scalar(
-            "INSERT INTO outbox (topic, key, payload, headers, max_attempts) \
-             VALUES ($1, $2, $3::jsonb, '{\"x-tenant\":\"acme\",\"x-topic\":\"from-row\"}'::jsonb, $4) \
-             RETURNING id",
-        )
-        .bind(topic)
-        .bind(key)
-        .bind(payload)
-        .bind(attempts)
-        .fetch_one(&self.sql)
+/// Inserts an outbox row with the headers every test of this file gives it.
+async fn insert(
+    service: &Service,
+    topic: &str,
+    key: Option<&str>,
+    payload: &str,
+    attempts: i32,
+) -> Uuid {
+    service
+        .insert(OutboxRow {
+            key,
+            headers: serde_json::json!({"x-tenant": "acme", "x-topic": "from-row"}),
+            max_attempts: attempts,
+            ..OutboxRow::new(topic, payload)
+        })
         .await
-        .expect("insert an outbox row")
-    }
-
-    async fn count(&self, query: &'static str) -> i64 {
-        sqlx::query_scalar(query)
-            .fetch_one(&self.sql)
-            .await
-            .expect("count")
-    }
-
-    async fn metrics(&self) -> String {
-        queuebox_tests::scrape(self.port).await
-    }
-
-    async fn ready(&self) -> (u16, String) {
-        let response = queuebox_tests::http()
-            .get(format!("http://127.0.0.1:{}/health/ready", self.port))
-            .send()
-            .await
-            .expect("GET /health/ready");
-        let status = response.status().as_u16();
-        (status, response.text().await.expect("text"))
-    }
-
-    async fn stop(mut self) {
-        self.qb.terminate();
-        let status = self.qb.wait_exit(Duration::from_secs(20)).await;
-        assert!(status.success(), "exit {status}; log:\n{}", self.qb.log());
-        self.sql.close().await;
-        self.db.drop_database().await;
-    }
 }
 
 fn destination(servers: &str, subject: &str, extra: &str) -> String {
@@ -233,15 +176,9 @@ async fn outbox_rows_reach_the_stream_acknowledged_in_key_order_with_their_heade
     for i in 0..30 {
         let key = format!("cust-{}", i % 3);
         let payload = format!(r#"{{"n":{i},"region":"eu"}}"#);
-        ids.insert(
-            service
-                .insert("order.created", Some(&key), &payload, 5)
-                .await,
-        );
+        ids.insert(insert(&service, "order.created", Some(&key), &payload, 5).await);
     }
-    let audit = service
-        .insert("audit.login", None, r#"{"who":"x"}"#, 5)
-        .await;
+    let audit = insert(&service, "audit.login", None, r#"{"who":"x"}"#, 5).await;
     wait_until("every row sent", WAIT, || async {
         let sent = service
             .count("SELECT count(*) FROM outbox WHERE state = 'sent'")
@@ -300,7 +237,7 @@ async fn outbox_rows_reach_the_stream_acknowledged_in_key_order_with_their_heade
 async fn a_subject_no_stream_holds_retries_then_goes_dead_naming_it() {
     let subject = format!("{}.nowhere", unique("nostream"));
     let service = Service::start(&destination(&nats_url(), &subject, "")).await;
-    let id = service.insert("audit.nobody", None, r#"{"a":1}"#, 3).await;
+    let id = insert(&service, "audit.nobody", None, r#"{"a":1}"#, 3).await;
     let (attempt, last_error): (i32, Option<String>) =
         wait_until("the row to go dead", WAIT, || async {
             let row: (String, i32, Option<String>) =
@@ -400,26 +337,7 @@ async fn a_nats_restart_while_publishing_loses_nothing_and_the_window_drops_dupl
     ))
     .await;
     let total: i32 = 600;
-    let producer = {
-        let sql = service.sql.clone();
-        tokio::spawn(async move {
-            for i in 0..total {
-                sqlx::query(
-                    "INSERT INTO outbox (topic, key, payload, max_attempts) \
-                     VALUES ('order.created', $1, $2::jsonb, 50)",
-                )
-                .bind(format!("k-{}", i % 10))
-                .bind(format!(r#"{{"n":{i}}}"#))
-                .execute(&sql)
-                .await
-                .expect("insert");
-                if i % 50 == 49 {
-                    // Spreads the rows over the restart; no assertion depends on it.
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                }
-            }
-        })
-    };
+    let producer = service.produce(total, 50, |i| format!(r#"{{"n":{i}}}"#), true);
     wait_until("some deliveries", WAIT, || async {
         let sent = service
             .count("SELECT count(*) FROM outbox WHERE state = 'sent'")
@@ -542,7 +460,7 @@ async fn stream_messages_are_stored_once_each_and_bad_ones_kept_dead() {
     wait_until("five rows, every message acknowledged", WAIT, || async {
         let rows = service.count("SELECT count(*) FROM inbox").await;
         let backlog = js.consumer_backlog(&name, "queuebox-orders").await;
-        (rows == 5 && backlog == (0, 0)).then_some(())
+        (rows == 5 && backlog == Some((0, 0))).then_some(())
     })
     .await;
     let rows: Vec<StoredRow> = sqlx::query_as(
@@ -623,7 +541,7 @@ async fn of_two_messages_with_one_key_the_first_in_the_stream_is_kept() {
     wait_until("every message handled", WAIT, || async {
         let rows = service.count("SELECT count(*) FROM inbox").await;
         let backlog = js.consumer_backlog(&name, "queuebox-orders").await;
-        (rows == PAIRS as i64 && backlog == (0, 0)).then_some(())
+        (rows == PAIRS as i64 && backlog == Some((0, 0))).then_some(())
     })
     .await;
     let later: Vec<String> = sqlx::query_scalar(
@@ -685,20 +603,10 @@ async fn kill_9_between_the_commit_and_the_ack_redelivers_after_ack_wait_and_sto
         .await;
     }
     let mut service = Service::start(&source(&name, &nats_url(), "    ackWaitMs: 2000\n")).await;
-    wait_until("some rows stored", WAIT, || async {
-        let rows = service.count("SELECT count(*) FROM inbox").await;
-        (rows > 50).then_some(())
-    })
-    .await;
-    service.qb.kill9();
-    service.qb.wait_exit(Duration::from_secs(10)).await;
-    let stored_at_kill = service.count("SELECT count(*) FROM inbox").await;
-    assert!(
-        stored_at_kill < i64::from(total),
-        "the kill came too late to test anything"
-    );
-    service.qb = Launch::with_config(&service.yaml).spawn(&[]);
-    service.qb.wait_live(service.port, START).await;
+    service
+        .kill9_while_storing(50, i64::from(total), WAIT)
+        .await;
+    service.restart().await;
     wait_each_stored_once(
         &service.sql,
         "message",
@@ -707,101 +615,51 @@ async fn kill_9_between_the_commit_and_the_ack_redelivers_after_ack_wait_and_sto
     )
     .await;
     wait_until("every message acknowledged", WAIT, || async {
-        (js.consumer_backlog(&name, "queuebox-orders").await == (0, 0)).then_some(())
+        (js.consumer_backlog(&name, "queuebox-orders").await == Some((0, 0))).then_some(())
     })
     .await;
     js.delete(&name).await;
     service.stop().await;
 }
 
+/// The source-rules scenario on JetStream: each source reads a stream of its own through the
+/// durable consumer `qb`.
+impl RulesBroker for Js {
+    async fn create(&self, name: &str) {
+        self.stream(name).await;
+    }
+
+    fn source(&self, stream: &str) -> String {
+        format!(
+            "    type: nats\n    servers: {}\n    stream: {stream}\n    durable: qb\n",
+            nats_url()
+        )
+    }
+
+    async fn publish(&self, stream: &str, _to: Source, message: &Message) {
+        Js::publish(
+            self,
+            format!("{stream}.in"),
+            headers(&message.headers()),
+            &message.body("id", true),
+        )
+        .await;
+    }
+
+    async fn acknowledged(&self, stream: &str) -> bool {
+        self.consumer_backlog(stream, "qb").await == Some((0, 0))
+    }
+
+    async fn delete(&self, stream: &str) {
+        Js::delete(self, stream).await;
+    }
+}
+
 #[tokio::test]
 async fn the_sources_rules_apply_to_stream_messages_filter_transform_pull_and_relay() {
     let js = Js::connect().await;
-    let (relayed, pulled) = (unique("relayed"), unique("pulled"));
-    js.stream(&relayed).await;
-    js.stream(&pulled).await;
-    let url = nats_url();
-    let yaml = format!(
-        "inbox:\n  relay:\n    enabled: true\n    pollIntervalMs: 50\n\
-         sources:\n  relayed:\n    type: nats\n    servers: {url}\n    stream: {relayed}\n    durable: qb\n\
-         \x20   idempotencyKeyPath: $.id\n    aggregateIdPath: $.customer\n\
-         \x20   filter:\n      require:\n        - header: x-env\n          equals: prod\n\
-         \x20   transform:\n      expression: '$exists(ok) ? {{\"order\": id, \"v\": 2}} : $error(\"no ok\")'\n      onError: Dead\n\
-         \x20 pulled:\n    type: nats\n    servers: {url}\n    stream: {pulled}\n    durable: qb\n\
-         \x20   idempotencyKeyPath: $.id\n    consumption: pull\n"
-    );
-    let service = Service::start(&yaml).await;
-    let prod = [("x-env", "prod")];
-    let subject = format!("{relayed}.in");
-    js.publish(
-        subject.clone(),
-        headers(&prod),
-        br#"{"id":"a","ok":true,"customer":"c1"}"#,
-    )
-    .await;
-    js.publish(
-        subject.clone(),
-        headers(&[("x-env", "test")]),
-        br#"{"id":"b","ok":true}"#,
-    )
-    .await;
-    js.publish(subject, headers(&prod), br#"{"id":"c"}"#).await;
-    js.publish(format!("{pulled}.in"), HeaderMap::new(), br#"{"id":"p"}"#)
-        .await;
-    wait_until("every message settled", WAIT, || async {
-        let inbox = service.count("SELECT count(*) FROM inbox").await;
-        let outbox = service.count("SELECT count(*) FROM outbox").await;
-        let relayed_backlog = js.consumer_backlog(&relayed, "qb").await;
-        let pulled_backlog = js.consumer_backlog(&pulled, "qb").await;
-        (inbox == 3 && outbox == 1 && relayed_backlog == (0, 0) && pulled_backlog == (0, 0))
-            .then_some(())
-    })
-    .await;
-    let rows: Vec<(String, String, String, Option<String>)> = sqlx::query_as(
-        "SELECT idempotency_key, state, consumption, last_error FROM inbox ORDER BY idempotency_key",
-    )
-    .fetch_all(&service.sql)
-    .await
-    .expect("rows");
-    assert_eq!(rows[0].0, "a");
-    assert_eq!(rows[0].1, "processed", "relayed: {rows:?}");
-    assert_eq!(rows[1].0, "c");
-    assert_eq!(rows[1].1, "dead", "the transform refused it: {rows:?}");
-    assert!(
-        rows[1]
-            .3
-            .as_deref()
-            .is_some_and(|e| e.contains("Transform failed")),
-        "{rows:?}"
-    );
-    assert_eq!(
-        (rows[2].0.as_str(), rows[2].1.as_str(), rows[2].2.as_str()),
-        ("p", "pending", "pull")
-    );
-    let (topic, key, payload): (String, Option<String>, serde_json::Value) =
-        sqlx::query_as("SELECT topic, key, payload FROM outbox")
-            .fetch_one(&service.sql)
-            .await
-            .expect("the relayed row");
-    assert_eq!(
-        topic, "relayed",
-        "a broker source's default topic is its name"
-    );
-    assert_eq!(key.as_deref(), Some("c1"));
-    assert_eq!(payload, serde_json::json!({"order": "a", "v": 2}));
-    let metrics = service.metrics().await;
-    assert_eq!(
-        sample(
-            &metrics,
-            "queuebox_inbox_filtered_total{source=\"relayed\"}"
-        ),
-        1.0,
-        "{metrics}"
-    );
-    js.delete(&relayed).await;
-    js.delete(&pulled).await;
+    source_rules::run(&js, WAIT).await;
     drop(js.client);
-    service.stop().await;
 }
 
 #[tokio::test]
@@ -849,7 +707,7 @@ async fn a_nats_restart_under_a_consuming_source_loses_nothing_and_stores_each_o
     )
     .await;
     wait_until("every message acknowledged", WAIT, || async {
-        (js.consumer_backlog(&name, "queuebox-orders").await == (0, 0)).then_some(())
+        (js.consumer_backlog(&name, "queuebox-orders").await == Some((0, 0))).then_some(())
     })
     .await;
     assert_eq!(service.ready().await.0, 200, "the component is up again");

@@ -9,15 +9,13 @@ use lapin::options::{
 use lapin::types::{AMQPValue, ByteArray, FieldArray, FieldTable, LongString};
 use lapin::{BasicProperties, Channel, Connection, ConnectionProperties, ExchangeKind};
 use queuebox_tests::broker_forms::{BINARY_HEADER, UNKEYED, check_unkeyed_rows, digest_key};
-use queuebox_tests::database::TestDatabase;
 use queuebox_tests::inbox::wait_each_stored_once;
-use queuebox_tests::process::{Launch, QueueBox};
-use queuebox_tests::{free_port, sample, wait_until};
-use sqlx::PgPool;
+use queuebox_tests::service::{OutboxRow, Service};
+use queuebox_tests::source_rules::{self, Message, RulesBroker, Source};
+use queuebox_tests::{sample, wait_until};
 use std::time::Duration;
 use uuid::Uuid;
 
-const START: Duration = Duration::from_secs(30);
 const WAIT: Duration = Duration::from_secs(30);
 
 /// The tests of this file share one broker: each holds this lock for reading, and the test that
@@ -168,78 +166,22 @@ impl Amqp {
     }
 }
 
-/// One database and one `queuebox serve` with `extra` YAML sections.
-struct Service {
-    db: TestDatabase,
-    port: u16,
-    qb: QueueBox,
-    sql: PgPool,
-    /// The configuration, to start the process again.
-    yaml: String,
-}
-
-impl Service {
-    async fn start(extra: &str) -> Self {
-        let db = TestDatabase::create().await;
-        let port = free_port();
-        let yaml = format!(
-            "server:\n  httpPort: {port}\n\
-             database:\n  url: {url}\n  username: {user}\n  password: {password}\n  startupTimeoutMs: 10000\n\
-             outbox:\n  pollIntervalMs: 50\n  retryBaseDelayMs: 20\n{extra}",
-            url = db.jdbc_url(),
-            user = db.user,
-            password = db.password,
-        );
-        let mut qb = Launch::with_config(&yaml).spawn(&[]);
-        qb.wait_live(port, START).await;
-        let sql = db.pool().await;
-        Self {
-            db,
-            port,
-            qb,
-            sql,
-            yaml,
-        }
-    }
-
-    async fn insert(
-        &self,
-        topic: &str,
-        key: Option<&str>,
-        payload: &str,
-        max_attempts: i32,
-    ) -> Uuid {
-        sqlx::query_scalar(
-            "INSERT INTO outbox (topic, key, payload, headers, max_attempts) \
-             VALUES ($1, $2, $3::jsonb, '{\"x-tenant\":\"acme\"}'::jsonb, $4) RETURNING id",
-        )
-        .bind(topic)
-        .bind(key)
-        .bind(payload)
-        .bind(max_attempts)
-        .fetch_one(&self.sql)
+/// Inserts an outbox row with the header every test of this file gives it.
+async fn insert(
+    service: &Service,
+    topic: &str,
+    key: Option<&str>,
+    payload: &str,
+    max_attempts: i32,
+) -> Uuid {
+    service
+        .insert(OutboxRow {
+            key,
+            headers: serde_json::json!({"x-tenant": "acme"}),
+            max_attempts,
+            ..OutboxRow::new(topic, payload)
+        })
         .await
-        .expect("insert an outbox row")
-    }
-
-    async fn count(&self, query: &'static str) -> i64 {
-        sqlx::query_scalar(query)
-            .fetch_one(&self.sql)
-            .await
-            .expect("count")
-    }
-
-    async fn metrics(&self) -> String {
-        queuebox_tests::scrape(self.port).await
-    }
-
-    async fn stop(mut self) {
-        self.qb.terminate();
-        let status = self.qb.wait_exit(Duration::from_secs(20)).await;
-        assert!(status.success(), "exit {status}; log:\n{}", self.qb.log());
-        self.sql.close().await;
-        self.db.drop_database().await;
-    }
 }
 
 fn header(message: &lapin::message::BasicGetMessage, name: &str) -> Option<String> {
@@ -305,22 +247,18 @@ async fn outbox_rows_reach_the_exchange_confirmed_persistent_in_key_order_with_t
     for i in 0..30 {
         let key = format!("cust-{}", i % 3);
         ids.push(
-            service
-                .insert(
-                    "order.created",
-                    Some(&key),
-                    &format!(r#"{{"n":{i},"region":"eu"}}"#),
-                    5,
-                )
-                .await,
+            insert(
+                &service,
+                "order.created",
+                Some(&key),
+                &format!(r#"{{"n":{i},"region":"eu"}}"#),
+                5,
+            )
+            .await,
         );
     }
-    let audit = service
-        .insert("audit.login", None, r#"{"who":"x"}"#, 5)
-        .await;
-    let no_region = service
-        .insert("order.paid", Some("k"), r#"{"n":99}"#, 5)
-        .await;
+    let audit = insert(&service, "audit.login", None, r#"{"who":"x"}"#, 5).await;
+    let no_region = insert(&service, "order.paid", Some("k"), r#"{"n":99}"#, 5).await;
     let sent = wait_until("every row sent", WAIT, || async {
         let sent = service
             .count("SELECT count(*) FROM outbox WHERE state = 'sent'")
@@ -388,7 +326,7 @@ async fn an_unroutable_message_retries_then_goes_dead_naming_the_exchange() {
     // The exchange exists but no queue is bound: every publish comes back unroutable.
     let exchange = unique("ex-unroutable");
     let service = Service::start(&destination(&exchange, "")).await;
-    let id = service.insert("audit.nobody", None, r#"{"a":1}"#, 3).await;
+    let id = insert(&service, "audit.nobody", None, r#"{"a":1}"#, 3).await;
     let (state, attempt, last_error): (String, i32, Option<String>) =
         wait_until("the row to go dead", WAIT, || async {
             let row: (String, i32, Option<String>) =
@@ -427,21 +365,7 @@ async fn connections_closed_by_the_broker_while_publishing_lose_nothing() {
     amqp.exchange_with_queue(&exchange, &queue).await;
     let service = Service::start(&destination_at(&url, &exchange, "")).await;
     let total = 400;
-    let producer = {
-        let sql = service.sql.clone();
-        tokio::spawn(async move {
-            for i in 0..total {
-                sqlx::query(
-                    "INSERT INTO outbox (topic, key, payload) VALUES ('order.created', $1, $2::jsonb)",
-                )
-                .bind(format!("k-{}", i % 10))
-                .bind(format!(r#"{{"n":{i},"region":"eu"}}"#))
-                .execute(&sql)
-                .await
-                .expect("insert");
-            }
-        })
-    };
+    let producer = service.produce(total, 5, |i| format!(r#"{{"n":{i},"region":"eu"}}"#), false);
     // Cut every QueueBox connection a few times while rows flow, each time after more rows
     // went out on the new connection.
     let mut sent_at_cut = 0;
@@ -508,16 +432,6 @@ fn props(message_id: Option<&str>, headers: &[(&str, &str)]) -> BasicProperties 
     }
 }
 
-async fn ready(port: u16) -> (u16, String) {
-    let response = queuebox_tests::http()
-        .get(format!("http://127.0.0.1:{port}/health/ready"))
-        .send()
-        .await
-        .expect("GET /health/ready");
-    let status = response.status().as_u16();
-    (status, response.text().await.expect("text"))
-}
-
 /// A queue of its own (named after `prefix`) and a service whose source `orders-queue` reads it.
 async fn queue_with_source(prefix: &str) -> (Amqp, String, Service) {
     let amqp = Amqp::connect().await;
@@ -544,7 +458,7 @@ async fn queue_messages_are_stored_once_each_and_bad_ones_kept_dead() {
     let _broker = BROKER.read().await;
     let (amqp, queue, service) = queue_with_source("q-source").await;
     wait_until("the source to consume", WAIT, || async {
-        let (status, body) = ready(service.port).await;
+        let (status, body) = service.ready().await;
         (status == 200 && body.contains("rabbitmq.orders-queue")).then_some(())
     })
     .await;
@@ -768,7 +682,7 @@ async fn a_missing_queue_shows_in_health_naming_it_until_it_exists() {
     let queue = unique("q-missing");
     let service = Service::start(&source(&queue, &amqp_url(), "")).await;
     let body = wait_until("the component down naming the queue", WAIT, || async {
-        let (status, body) = ready(service.port).await;
+        let (status, body) = service.ready().await;
         (status == 503 && body.contains(&queue)).then_some(body)
     })
     .await;
@@ -781,7 +695,7 @@ async fn a_missing_queue_shows_in_health_naming_it_until_it_exists() {
         (rows == 1).then_some(())
     })
     .await;
-    let (status, _) = ready(service.port).await;
+    let (status, _) = service.ready().await;
     assert_eq!(status, 200);
     amqp.delete_queue(&queue).await;
     service.stop().await;
@@ -805,21 +719,11 @@ async fn kill_9_while_consuming_stores_every_message_once_after_the_restart() {
     let mut service = Service::start(&source(&queue, &amqp_url(), "")).await;
     // Kill as soon as part of the queue is stored: deliveries are in flight, some rows committed
     // without their ack.
-    wait_until("some rows stored", WAIT, || async {
-        let rows = service.count("SELECT count(*) FROM inbox").await;
-        (rows > 50).then_some(())
-    })
-    .await;
-    service.qb.kill9();
-    service.qb.wait_exit(Duration::from_secs(10)).await;
-    let stored_at_kill = service.count("SELECT count(*) FROM inbox").await;
-    assert!(
-        stored_at_kill < i64::from(total),
-        "the kill came too late to test anything"
-    );
+    service
+        .kill9_while_storing(50, i64::from(total), WAIT)
+        .await;
     // The same configuration again, on the same database.
-    service.qb = Launch::with_config(&service.yaml).spawn(&[]);
-    service.qb.wait_live(service.port, START).await;
+    service.restart().await;
     wait_each_stored_once(
         &service.sql,
         "message",
@@ -844,29 +748,9 @@ async fn a_broker_restart_while_publishing_loses_nothing_and_keeps_key_order() {
     drop(amqp);
     let service = Service::start(&destination(&exchange, "")).await;
     let total: i32 = 600;
-    // Rows keep coming while the broker goes away and comes back.
-    let producer = {
-        let sql = service.sql.clone();
-        tokio::spawn(async move {
-            for i in 0..total {
-                // Attempts enough to outlast the restart (the backoff doubles from 20 ms).
-                sqlx::query(
-                    "INSERT INTO outbox (topic, key, payload, max_attempts) \
-                     VALUES ('order.created', $1, $2::jsonb, 50)",
-                )
-                .bind(format!("k-{}", i % 10))
-                .bind(format!(r#"{{"n":{i},"region":"eu"}}"#))
-                .execute(&sql)
-                .await
-                .expect("insert");
-                if i % 50 == 49 {
-                    // Spread the rows over the restart: a pause of the producer only, which
-                    // no assertion depends on.
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                }
-            }
-        })
-    };
+    // Rows keep coming while the broker goes away and comes back, with attempts enough to outlast
+    // the restart (the backoff doubles from 20 ms).
+    let producer = service.produce(total, 50, |i| format!(r#"{{"n":{i},"region":"eu"}}"#), true);
     wait_until("some deliveries", WAIT, || async {
         let sent = service
             .count("SELECT count(*) FROM outbox WHERE state = 'sent'")
@@ -907,95 +791,35 @@ async fn a_broker_restart_while_publishing_loses_nothing_and_keeps_key_order() {
     service.stop().await;
 }
 
+/// The source-rules scenario on queues: each source reads a queue of its own.
+impl RulesBroker for Amqp {
+    async fn create(&self, name: &str) {
+        self.queue(name).await;
+    }
+
+    fn source(&self, queue: &str) -> String {
+        format!(
+            "    type: rabbitmq\n    queueName: {queue}\n    connectionUrl: {}\n",
+            amqp_url()
+        )
+    }
+
+    async fn publish(&self, queue: &str, _to: Source, message: &Message) {
+        let body = message.body("id", true);
+        Amqp::publish(self, queue, &body, props(None, &message.headers())).await;
+    }
+
+    async fn left(&self, queue: &str) -> usize {
+        self.drain(queue).await.len()
+    }
+
+    async fn delete(&self, queue: &str) {
+        self.delete_queue(queue).await;
+    }
+}
+
 #[tokio::test]
 async fn the_sources_rules_apply_to_queue_messages_filter_transform_pull_and_relay() {
     let _broker = BROKER.read().await;
-    let amqp = Amqp::connect().await;
-    let (relayed, pulled) = (unique("q-relayed"), unique("q-pulled"));
-    amqp.queue(&relayed).await;
-    amqp.queue(&pulled).await;
-    let url = amqp_url();
-    // `relayed`: push, a filter, and a transform that refuses payloads without `ok` (Dead); the
-    // relay forwards under the default broker topic `{{ source }}`. `pulled`: a pull source.
-    let yaml = format!(
-        "inbox:\n  relay:\n    enabled: true\n    pollIntervalMs: 50\n\
-         sources:\n  relayed:\n    type: rabbitmq\n    queueName: {relayed}\n    connectionUrl: {url}\n\
-         \x20   idempotencyKeyPath: $.id\n    aggregateIdPath: $.customer\n\
-         \x20   filter:\n      require:\n        - header: x-env\n          equals: prod\n\
-         \x20   transform:\n      expression: '$exists(ok) ? {{\"order\": id, \"v\": 2}} : $error(\"no ok\")'\n      onError: Dead\n\
-         \x20 pulled:\n    type: rabbitmq\n    queueName: {pulled}\n    connectionUrl: {url}\n\
-         \x20   idempotencyKeyPath: $.id\n    consumption: pull\n"
-    );
-    let service = Service::start(&yaml).await;
-    let prod = [("x-env", "prod")];
-    amqp.publish(
-        &relayed,
-        br#"{"id":"a","ok":true,"customer":"c1"}"#,
-        props(None, &prod),
-    )
-    .await;
-    amqp.publish(
-        &relayed,
-        br#"{"id":"b","ok":true}"#,
-        props(None, &[("x-env", "test")]),
-    )
-    .await;
-    amqp.publish(&relayed, br#"{"id":"c"}"#, props(None, &prod))
-        .await;
-    amqp.publish(&pulled, br#"{"id":"p"}"#, props(None, &[]))
-        .await;
-    wait_until("every message settled", WAIT, || async {
-        let inbox = service.count("SELECT count(*) FROM inbox").await;
-        let outbox = service.count("SELECT count(*) FROM outbox").await;
-        (inbox == 3 && outbox == 1).then_some(())
-    })
-    .await;
-    // Only now: a drain while QueueBox had not yet consumed the messages took them from under it
-    // (a test race that failed CI once).
-    let left = amqp.drain(&relayed).await.len() + amqp.drain(&pulled).await.len();
-    assert_eq!(left, 0, "every message was acknowledged");
-    let rows: Vec<(String, String, String, Option<String>)> = sqlx::query_as(
-        "SELECT idempotency_key, state, consumption, last_error FROM inbox ORDER BY idempotency_key",
-    )
-    .fetch_all(&service.sql)
-    .await
-    .expect("rows");
-    assert_eq!(rows[0].0, "a");
-    assert_eq!(rows[0].1, "processed", "relayed: {rows:?}");
-    assert_eq!(rows[1].0, "c");
-    assert_eq!(rows[1].1, "dead", "the transform refused it: {rows:?}");
-    assert!(
-        rows[1]
-            .3
-            .as_deref()
-            .is_some_and(|e| e.contains("Transform failed")),
-        "{rows:?}"
-    );
-    assert_eq!(
-        (rows[2].0.as_str(), rows[2].1.as_str(), rows[2].2.as_str()),
-        ("p", "pending", "pull")
-    );
-    let (topic, key, payload): (String, Option<String>, serde_json::Value) =
-        sqlx::query_as("SELECT topic, key, payload FROM outbox")
-            .fetch_one(&service.sql)
-            .await
-            .expect("the relayed row");
-    assert_eq!(
-        topic, "relayed",
-        "a broker source's default topic is its name"
-    );
-    assert_eq!(key.as_deref(), Some("c1"));
-    assert_eq!(payload, serde_json::json!({"order": "a", "v": 2}));
-    let metrics = service.metrics().await;
-    assert_eq!(
-        sample(
-            &metrics,
-            "queuebox_inbox_filtered_total{source=\"relayed\"}"
-        ),
-        1.0,
-        "{metrics}"
-    );
-    amqp.delete_queue(&relayed).await;
-    amqp.delete_queue(&pulled).await;
-    service.stop().await;
+    source_rules::run(&Amqp::connect().await, WAIT).await;
 }

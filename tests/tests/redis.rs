@@ -4,17 +4,15 @@
 
 #![allow(clippy::unwrap_used)]
 
-use queuebox_tests::database::TestDatabase;
 use queuebox_tests::inbox::wait_each_stored_once;
-use queuebox_tests::process::{Launch, QueueBox};
-use queuebox_tests::{free_port, wait_until};
+use queuebox_tests::service::Service;
+use queuebox_tests::source_rules::{self, Message, RulesBroker, Source};
+use queuebox_tests::wait_until;
 use redis::aio::MultiplexedConnection;
-use sqlx::PgPool;
 use std::collections::HashMap;
 use std::time::Duration;
 use uuid::Uuid;
 
-const START: Duration = Duration::from_secs(30);
 const WAIT: Duration = Duration::from_secs(30);
 
 fn redis_url() -> String {
@@ -52,58 +50,6 @@ fn field<'a>(fields: &'a [(String, String)], name: &str) -> Option<&'a str> {
         .iter()
         .find(|(n, _)| n == name)
         .map(|(_, v)| v.as_str())
-}
-
-/// One database and one `queuebox serve` with `extra` YAML sections.
-struct Service {
-    db: TestDatabase,
-    port: u16,
-    qb: QueueBox,
-    sql: PgPool,
-}
-
-impl Service {
-    async fn start(extra: &str) -> Self {
-        let db = TestDatabase::create().await;
-        let port = free_port();
-        let yaml = format!(
-            "server:\n  httpPort: {port}\n\
-             database:\n  url: {url}\n  username: {user}\n  password: {password}\n  startupTimeoutMs: 10000\n\
-             outbox:\n  pollIntervalMs: 50\n  retryBaseDelayMs: 20\n{extra}",
-            url = db.jdbc_url(),
-            user = db.user,
-            password = db.password,
-        );
-        let mut qb = Launch::with_config(&yaml).spawn(&[]);
-        qb.wait_live(port, START).await;
-        let sql = db.pool().await;
-        Self { db, port, qb, sql }
-    }
-
-    async fn count(&self, query: &'static str) -> i64 {
-        sqlx::query_scalar(query)
-            .fetch_one(&self.sql)
-            .await
-            .expect("count")
-    }
-
-    async fn ready(&self) -> (u16, String) {
-        let response = queuebox_tests::http()
-            .get(format!("http://127.0.0.1:{}/health/ready", self.port))
-            .send()
-            .await
-            .expect("GET /health/ready");
-        let status = response.status().as_u16();
-        (status, response.text().await.expect("text"))
-    }
-
-    async fn stop(mut self) {
-        self.qb.terminate();
-        let status = self.qb.wait_exit(Duration::from_secs(20)).await;
-        assert!(status.success(), "exit {status}; log:\n{}", self.qb.log());
-        self.sql.close().await;
-        self.db.drop_database().await;
-    }
 }
 
 #[tokio::test]
@@ -272,4 +218,54 @@ async fn stream_entries_are_stored_once_acknowledged_and_a_bad_body_is_kept_dead
         .query_async(&mut redis)
         .await
         .unwrap();
+}
+
+/// The source-rules scenario on streams: each source reads a stream of its own through the consumer
+/// group `qb`.
+struct Streams(MultiplexedConnection);
+
+impl RulesBroker for Streams {
+    /// The source makes its stream and group.
+    async fn create(&self, _stream: &str) {}
+
+    fn source(&self, stream: &str) -> String {
+        format!(
+            "    type: redis\n    url: {url}\n    stream: \"{stream}\"\n    group: qb\n    consumer: e2e\n    blockMs: 200\n",
+            url = redis_url(),
+        )
+    }
+
+    async fn publish(&self, stream: &str, _to: Source, message: &Message) {
+        let mut command = redis::cmd("XADD");
+        command.arg(stream).arg("*");
+        for (name, value) in message.headers() {
+            command.arg(name).arg(value);
+        }
+        command.arg("payload").arg(message.body("id", true));
+        let _: String = command.query_async(&mut self.0.clone()).await.unwrap();
+    }
+
+    /// True when group `qb` of `stream` holds no entry delivered and not acknowledged.
+    async fn acknowledged(&self, stream: &str) -> bool {
+        let summary: redis::Value = redis::cmd("XPENDING")
+            .arg(stream)
+            .arg("qb")
+            .query_async(&mut self.0.clone())
+            .await
+            .unwrap();
+        matches!(summary, redis::Value::Array(ref parts) if parts.first() == Some(&redis::Value::Int(0)))
+    }
+
+    async fn delete(&self, stream: &str) {
+        let _: () = redis::cmd("DEL")
+            .arg(stream)
+            .query_async(&mut self.0.clone())
+            .await
+            .unwrap();
+    }
+}
+
+#[tokio::test]
+async fn the_sources_rules_apply_to_stream_entries_filter_transform_pull_and_relay() {
+    source_rules::run(&Streams(redis().await), WAIT).await;
 }

@@ -4,15 +4,13 @@
 
 use queuebox_tests::database::TestDatabase;
 use queuebox_tests::free_port;
-use queuebox_tests::process::{Launch, QueueBox};
+use queuebox_tests::process::Launch;
 use queuebox_tests::receiver::{Policy, Receiver, Recorded};
-use queuebox_tests::wait_until;
+use queuebox_tests::service::{OutboxRow, Service};
 use serde_json::{Value, json};
-use sqlx::PgPool;
 use std::time::Duration;
 use uuid::Uuid;
 
-const START: Duration = Duration::from_secs(30);
 const DELIVERY: Duration = Duration::from_secs(20);
 
 /// A loop long enough to outlast a 50 ms timeout, without deep recursion.
@@ -20,142 +18,77 @@ const RUNAWAY_LOOP: &str = "$count([1..10000000].($string($) & 'x'))";
 /// Recursion without end; `maxDepth` stops it.
 const RUNAWAY_RECURSION: &str = "($f := function($n) { 1 + $f($n + 1) }; $f(0))";
 
-/// One database and one `queuebox serve` with the given extra top-level sections.
-struct Service {
-    db: TestDatabase,
-    port: u16,
-    qb: QueueBox,
-    sql: PgPool,
-    http: reqwest::Client,
+/// One database and one `queuebox serve` with the relay off and the given extra top-level sections.
+async fn start(sections: &str) -> Service {
+    Service::with(&format!("inbox:\n  relay:\n    enabled: false\n{sections}"))
+        .retry_base_delay_ms(50)
+        .start()
+        .await
 }
 
-impl Service {
-    async fn start(sections: &str) -> Self {
-        let db = TestDatabase::create().await;
-        let port = free_port();
-        let yaml = format!(
-            "server:\n  httpPort: {port}\n\
-             database:\n  url: {url}\n  username: {user}\n  password: {password}\n  startupTimeoutMs: 10000\n\
-             outbox:\n  pollIntervalMs: 50\n  retryBaseDelayMs: 50\n\
-             inbox:\n  relay:\n    enabled: false\n\
-             {sections}",
-            url = db.jdbc_url(),
-            user = db.user,
-            password = db.password,
-        );
-        let mut qb = Launch::with_config(&yaml).spawn(&[]);
-        qb.wait_live(port, START).await;
-        let sql = db.pool().await;
-        Self {
-            db,
-            port,
-            qb,
-            sql,
-            http: queuebox_tests::http(),
-        }
+async fn post(service: &Service, path: &str, headers: &[(&str, &str)], body: &str) -> (u16, Value) {
+    let mut request = service.http().post(service.url(path)).body(body.to_owned());
+    for (name, value) in headers {
+        request = request.header(*name, *value);
     }
+    let response = request.send().await.expect("POST");
+    let status = response.status().as_u16();
+    let text = response.text().await.expect("answer body");
+    let body = serde_json::from_str(&text).unwrap_or(Value::String(text));
+    (status, body)
+}
 
-    async fn post(&self, path: &str, headers: &[(&str, &str)], body: &str) -> (u16, Value) {
-        let mut request = self
-            .http
-            .post(format!("http://127.0.0.1:{}{path}", self.port))
-            .body(body.to_owned());
-        for (name, value) in headers {
-            request = request.header(*name, *value);
-        }
-        let response = request.send().await.expect("POST");
-        let status = response.status().as_u16();
-        let text = response.text().await.expect("answer body");
-        let body = serde_json::from_str(&text).unwrap_or(Value::String(text));
-        (status, body)
-    }
+/// `(id, idempotency key, event type, payload, state)` of every inbox row of `source`.
+async fn inbox_rows(
+    service: &Service,
+    source: &str,
+) -> Vec<(Uuid, String, Option<String>, Value, String)> {
+    let rows: Vec<(Uuid, String, Option<String>, String, String)> = sqlx::query_as(
+        "SELECT id, idempotency_key, event_type, payload::text, state FROM inbox \
+         WHERE source = $1 ORDER BY created_at",
+    )
+    .bind(source)
+    .fetch_all(&service.sql)
+    .await
+    .expect("read inbox rows");
+    rows.into_iter()
+        .map(|(id, key, event_type, payload, state)| {
+            let payload = serde_json::from_str(&payload).expect("payload JSON");
+            (id, key, event_type, payload, state)
+        })
+        .collect()
+}
 
-    /// `(id, idempotency key, event type, payload, state)` of every inbox row of `source`.
-    async fn inbox_rows(&self, source: &str) -> Vec<(Uuid, String, Option<String>, Value, String)> {
-        let rows: Vec<(Uuid, String, Option<String>, String, String)> = sqlx::query_as(
-            "SELECT id, idempotency_key, event_type, payload::text, state FROM inbox \
-             WHERE source = $1 ORDER BY created_at",
-        )
-        .bind(source)
-        .fetch_all(&self.sql)
-        .await
-        .expect("read inbox rows");
-        rows.into_iter()
-            .map(|(id, key, event_type, payload, state)| {
-                let payload = serde_json::from_str(&payload).expect("payload JSON");
-                (id, key, event_type, payload, state)
-            })
-            .collect()
-    }
-
-    /// Inserts one due outbox row and returns its id.
-    async fn insert(&self, topic: &str, payload: Value, max_attempts: i32) -> Uuid {
-        sqlx::query_scalar(
-            "INSERT INTO outbox (topic, payload, max_attempts) VALUES ($1, $2::jsonb, $3) RETURNING id",
-        )
-        .bind(topic)
-        .bind(payload.to_string())
-        .bind(max_attempts)
-        .fetch_one(&self.sql)
-        .await
-        .expect("insert an outbox row")
-    }
-
-    /// `(state, attempt, last_error, payload)` of an outbox row.
-    async fn outbox_row(&self, id: Uuid) -> (String, i32, Option<String>, Value) {
-        let (state, attempt, last_error, payload): (String, i32, Option<String>, String) =
-            sqlx::query_as(
-                "SELECT state, attempt, last_error, payload::text FROM outbox WHERE id = $1",
-            )
-            .bind(id)
-            .fetch_one(&self.sql)
-            .await
-            .expect("read the outbox row");
-        let payload = serde_json::from_str(&payload).expect("payload JSON");
-        (state, attempt, last_error, payload)
-    }
-
-    /// Waits until row `id` is in `state`, then returns it.
-    async fn wait_state(&self, id: Uuid, state: &str) -> (String, i32, Option<String>, Value) {
-        wait_until(&format!("row {id} {state}"), DELIVERY, || async {
-            let row = self.outbox_row(id).await;
-            (row.0 == state).then_some(row)
+/// Inserts one due outbox row and returns its id.
+async fn insert(service: &Service, topic: &str, payload: Value, max_attempts: i32) -> Uuid {
+    service
+        .insert(OutboxRow {
+            max_attempts,
+            ..OutboxRow::new(topic, payload)
         })
         .await
-    }
+}
 
-    /// `created_at` of an outbox row as `$timestamp` shows it.
-    async fn created_at_text(&self, id: Uuid) -> String {
-        sqlx::query_scalar(
-            "SELECT to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"') \
-             FROM outbox WHERE id = $1",
-        )
-        .bind(id)
-        .fetch_one(&self.sql)
-        .await
-        .expect("read created_at")
-    }
+/// Waits until row `id` is in `state`, then returns `(state, attempt, last_error, payload)`.
+async fn wait_state(
+    service: &Service,
+    id: Uuid,
+    state: &str,
+) -> (String, i32, Option<String>, Value) {
+    let row = service.wait_outbox_state(id, state, DELIVERY).await;
+    (row.state, row.attempt, row.last_error, row.payload)
+}
 
-    async fn metric(&self, series: &str) -> f64 {
-        let scrape = self
-            .http
-            .get(format!("http://127.0.0.1:{}/metrics", self.port))
-            .send()
-            .await
-            .expect("GET /metrics")
-            .text()
-            .await
-            .expect("metrics text");
-        queuebox_tests::sample(&scrape, series)
-    }
-
-    async fn stop(mut self) {
-        self.sql.close().await;
-        self.qb.terminate();
-        let status = self.qb.wait_exit(Duration::from_secs(30)).await;
-        assert!(status.success(), "exit {status}; log:\n{}", self.qb.log());
-        self.db.drop_database().await;
-    }
+/// `created_at` of an outbox row as `$timestamp` shows it.
+async fn created_at_text(service: &Service, id: Uuid) -> String {
+    sqlx::query_scalar(
+        "SELECT to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"') \
+         FROM outbox WHERE id = $1",
+    )
+    .bind(id)
+    .fetch_one(&service.sql)
+    .await
+    .expect("read created_at")
 }
 
 /// A `transform` block, indented for a source, a route or a destination entry, with `extra`
@@ -201,20 +134,20 @@ async fn a_source_transform_shapes_the_stored_payload_with_every_source_variable
         "sources:\n{}",
         source("shaped", expression, "Fail", "", auth)
     );
-    let service = Service::start(&sources).await;
+    let service = start(&sources).await;
     let body = r#"{"id":"evt-1","type":"order.created","n":1}"#;
-    let (status, answer) = service
-        .post(
-            "/inbox/shaped",
-            &[
-                ("Authorization", "Bearer secret-token"),
-                ("x-tenant", "acme"),
-            ],
-            body,
-        )
-        .await;
+    let (status, answer) = post(
+        &service,
+        "/inbox/shaped",
+        &[
+            ("Authorization", "Bearer secret-token"),
+            ("x-tenant", "acme"),
+        ],
+        body,
+    )
+    .await;
     assert_eq!(status, 202, "{answer}");
-    let rows = service.inbox_rows("shaped").await;
+    let rows = inbox_rows(&service, "shaped").await;
     assert_eq!(rows.len(), 1);
     let (id, key, event_type, payload, state) = &rows[0];
     assert_eq!(answer, json!({"messageId": id.to_string()}));
@@ -255,17 +188,17 @@ async fn a_failed_source_transform_answers_422_and_stores_nothing_with_fail_and_
         source("dying", refuse, "Dead", "", ""),
         source("skipping", refuse, "Skip", "", ""),
     );
-    let service = Service::start(&sources).await;
+    let service = start(&sources).await;
     let body = r#"{"id":"k-1","type":"t"}"#;
     for name in ["failing", "dying"] {
-        let (status, answer) = service.post(&format!("/inbox/{name}"), &[], body).await;
+        let (status, answer) = post(&service, &format!("/inbox/{name}"), &[], body).await;
         assert_eq!(status, 422, "{name}: {answer}");
         let error = answer["error"].as_str().expect("an error text");
         assert!(
             error.starts_with("Transform failed: ") && error.contains("refused by the test"),
             "{name}: {error}"
         );
-        assert!(service.inbox_rows(name).await.is_empty(), "{name}");
+        assert!(inbox_rows(&service, name).await.is_empty(), "{name}");
     }
     assert_eq!(
         service
@@ -273,9 +206,9 @@ async fn a_failed_source_transform_answers_422_and_stores_nothing_with_fail_and_
             .await,
         2.0
     );
-    let (status, answer) = service.post("/inbox/skipping", &[], body).await;
+    let (status, answer) = post(&service, "/inbox/skipping", &[], body).await;
     assert_eq!(status, 202, "{answer}");
-    let rows = service.inbox_rows("skipping").await;
+    let rows = inbox_rows(&service, "skipping").await;
     assert_eq!(rows.len(), 1);
     assert_eq!(
         rows[0].3,
@@ -292,15 +225,15 @@ async fn a_runaway_source_transform_is_stopped_by_the_timeout_and_by_the_depth_l
         source("looping", RUNAWAY_LOOP, "Fail", "timeoutMs: 50", ""),
         source("recursing", RUNAWAY_RECURSION, "Fail", "maxDepth: 20", ""),
     );
-    let service = Service::start(&sources).await;
+    let service = start(&sources).await;
     let body = r#"{"id":"k-1","type":"t"}"#;
-    let (status, answer) = service.post("/inbox/looping", &[], body).await;
+    let (status, answer) = post(&service, "/inbox/looping", &[], body).await;
     assert_eq!(status, 422, "{answer}");
     assert_eq!(
         answer,
         json!({"error": "Transform failed: evaluation ran longer than timeoutMs (50 ms)"})
     );
-    let (status, answer) = service.post("/inbox/recursing", &[], body).await;
+    let (status, answer) = post(&service, "/inbox/recursing", &[], body).await;
     assert_eq!(status, 422, "{answer}");
     let error = answer["error"].as_str().expect("an error text");
     assert!(error.contains("maxDepth 20"), "{error}");
@@ -311,7 +244,7 @@ async fn a_runaway_source_transform_is_stopped_by_the_timeout_and_by_the_depth_l
         2.0
     );
     // The process is still serving: a runaway expression costs one request, not the service.
-    let (status, _) = service.post("/inbox/looping", &[], "not json").await;
+    let (status, _) = post(&service, "/inbox/looping", &[], "not json").await;
     assert_eq!(status, 400);
     service.stop().await;
 }
@@ -376,17 +309,17 @@ fn carrying(requests: &[Recorded], id: Uuid) -> Vec<&Recorded> {
 async fn the_route_output_feeds_the_destination_and_a_retry_transforms_the_stored_payload_again() {
     // The first delivery fails at the receiver, the second succeeds.
     let receiver = Receiver::start(Policy::sequence(&[503], 200)).await;
-    let service = Service::start(&delivery_sections(&receiver.url())).await;
+    let service = start(&delivery_sections(&receiver.url())).await;
     let original = json!({"orderId": "o-1"});
-    let id = service.insert("chain.created", original.clone(), 5).await;
-    let (_, attempt, _, stored) = service.wait_state(id, "sent").await;
+    let id = insert(&service, "chain.created", original.clone(), 5).await;
+    let (_, attempt, _, stored) = wait_state(&service, id, "sent").await;
     assert_eq!(attempt, 1);
     assert_eq!(stored, original, "the outbox row keeps its payload");
 
     let requests = receiver.requests();
     let deliveries = carrying(&requests, id);
     assert_eq!(deliveries.len(), 2, "{requests:#?}");
-    let timestamp = service.created_at_text(id).await;
+    let timestamp = created_at_text(&service, id).await;
     for (attempt, delivery) in deliveries.iter().enumerate() {
         assert_eq!(delivery.path, "/enveloped");
         assert_eq!(
@@ -407,16 +340,16 @@ async fn the_route_output_feeds_the_destination_and_a_retry_transforms_the_store
 #[tokio::test]
 async fn fail_retries_with_an_attempt_spent_dead_is_dead_at_once_and_skip_passes_the_input_on() {
     let receiver = Receiver::start(Policy::status(200)).await;
-    let service = Service::start(&delivery_sections(&receiver.url())).await;
-    let failing = service.insert("failing.x", json!({"n": 1}), 2).await;
-    let dead = service.insert("deaddest.x", json!({"n": 2}), 5).await;
-    let skip_route = service.insert("skiproute.x", json!({"n": 3}), 5).await;
-    let skip_destination = service.insert("skipdest.x", json!({"n": 4}), 5).await;
-    let failing_destination = service.insert("faildest.x", json!({"n": 5}), 1).await;
+    let service = start(&delivery_sections(&receiver.url())).await;
+    let failing = insert(&service, "failing.x", json!({"n": 1}), 2).await;
+    let dead = insert(&service, "deaddest.x", json!({"n": 2}), 5).await;
+    let skip_route = insert(&service, "skiproute.x", json!({"n": 3}), 5).await;
+    let skip_destination = insert(&service, "skipdest.x", json!({"n": 4}), 5).await;
+    let failing_destination = insert(&service, "faildest.x", json!({"n": 5}), 1).await;
 
     // Fail: each delivery fails and spends an attempt until the row's ceiling (2) sends it dead:
     // the first delivery and two retries, three transform failures.
-    let (_, attempt, error, _) = service.wait_state(failing, "dead").await;
+    let (_, attempt, error, _) = wait_state(&service, failing, "dead").await;
     assert_eq!(attempt, 2, "every failure was counted on the retry path");
     let error = error.expect("last_error");
     assert!(
@@ -424,7 +357,7 @@ async fn fail_retries_with_an_attempt_spent_dead_is_dead_at_once_and_skip_passes
         "{error}"
     );
     // Dead: dead on the first attempt, without a retry.
-    let (_, attempt, error, _) = service.wait_state(dead, "dead").await;
+    let (_, attempt, error, _) = wait_state(&service, dead, "dead").await;
     assert_eq!(attempt, 0);
     let error = error.expect("last_error");
     assert!(
@@ -432,15 +365,15 @@ async fn fail_retries_with_an_attempt_spent_dead_is_dead_at_once_and_skip_passes
         "{error}"
     );
     // Fail at the destination stage: the same retry path (ceiling 1: one retry, then dead).
-    let (_, attempt, error, _) = service.wait_state(failing_destination, "dead").await;
+    let (_, attempt, error, _) = wait_state(&service, failing_destination, "dead").await;
     assert_eq!(attempt, 1);
     let error = error.expect("last_error");
     assert!(
         error.starts_with("destinations.refusing.transform failed: "),
         "{error}"
     );
-    service.wait_state(skip_route, "sent").await;
-    service.wait_state(skip_destination, "sent").await;
+    wait_state(&service, skip_route, "sent").await;
+    wait_state(&service, skip_destination, "sent").await;
 
     let requests = receiver.requests();
     assert!(carrying(&requests, failing).is_empty(), "{requests:#?}");
@@ -482,16 +415,16 @@ async fn fail_retries_with_an_attempt_spent_dead_is_dead_at_once_and_skip_passes
 #[tokio::test]
 async fn a_runaway_route_transform_is_stopped_by_the_timeout_and_by_the_depth_limit() {
     let receiver = Receiver::start(Policy::status(200)).await;
-    let service = Service::start(&delivery_sections(&receiver.url())).await;
-    let slow = service.insert("slow.x", json!({}), 1).await;
-    let deep = service.insert("deep.x", json!({}), 5).await;
-    let (_, attempt, error, _) = service.wait_state(slow, "dead").await;
+    let service = start(&delivery_sections(&receiver.url())).await;
+    let slow = insert(&service, "slow.x", json!({}), 1).await;
+    let deep = insert(&service, "deep.x", json!({}), 5).await;
+    let (_, attempt, error, _) = wait_state(&service, slow, "dead").await;
     assert_eq!(attempt, 1, "the timeout failed an attempt (Fail)");
     assert_eq!(
         error.as_deref(),
         Some("routes[5].transform failed: evaluation ran longer than timeoutMs (50 ms)")
     );
-    let (_, attempt, error, _) = service.wait_state(deep, "dead").await;
+    let (_, attempt, error, _) = wait_state(&service, deep, "dead").await;
     assert_eq!(
         attempt, 0,
         "the depth limit sent the row dead at once (Dead)"

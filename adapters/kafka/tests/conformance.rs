@@ -9,15 +9,15 @@
 mod support;
 
 use async_trait::async_trait;
+use queuebox_conformance::proxy::FaultProxy;
+use queuebox_conformance::proxy::closed_port;
 use queuebox_conformance::publish::PublisherFixture;
 use queuebox_domain::secret::Secret;
 use queuebox_kafka::{KafkaPublisher, KafkaPublisherOptions, SecurityProtocol};
 use queuebox_ports::publish::Publisher;
 use std::sync::Arc;
 use std::time::Duration;
-use support::{
-    Collector, PROXY_PORT, Proxy, bootstrap, closed_port, create_topic, delete_topics, unique,
-};
+use support::{Collector, PROXY_PORT, bootstrap, create_topic, delete_topics, unique};
 
 /// The configured reason limit of every publisher (at or above the adapter's floor of 64 bytes).
 const MAX_REASON: usize = 120;
@@ -29,7 +29,7 @@ const SECRET: &str = "kafka-conformance-secret";
 struct KafkaFixture {
     topic: String,
     collector: Option<Collector>,
-    proxy: Option<(Proxy, tokio::sync::MutexGuard<'static, ()>)>,
+    proxy: Option<(FaultProxy, tokio::sync::MutexGuard<'static, ()>)>,
     held_at: u64,
 }
 
@@ -97,8 +97,8 @@ impl PublisherFixture for KafkaFixture {
         let topic = unique("conf-silent");
         create_topic(&topic, 1, &[]).await;
         let collector = Collector::start(&topic, 1);
-        let proxy = Proxy::start().await;
-        let publisher = publisher(publisher_options(&proxy.address, &topic, SILENT_TIMEOUT));
+        let proxy = support::proxy().await;
+        let publisher = publisher(publisher_options(proxy.address(), &topic, SILENT_TIMEOUT));
         // One publish through the proxy first, so the producer holds its connection and the
         // topic's metadata; what is held afterwards is the answer to a produce.
         let warm = queuebox_conformance::publish::message("conformance.warm");

@@ -14,8 +14,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 use support::{
-    Collector, PROXY_PORT, Proxy, bootstrap, create_topic, delete_topics, sasl_bootstrap,
-    scram_user, skip, unique,
+    Collector, PROXY_PORT, bootstrap, create_topic, delete_topics, sasl_bootstrap, scram_user,
+    skip, unique,
 };
 
 fn message(topic: &str, key: Option<&str>) -> OutboundMessage {
@@ -341,9 +341,9 @@ async fn an_outage_fails_publishes_as_unreachable_and_the_publisher_recovers() {
     let topic = unique("pub-outage");
     create_topic(&topic, 1, &[]).await;
     let collector = Collector::start(&topic, 1);
-    let proxy = Proxy::start().await;
+    let proxy = support::proxy().await;
     let mut outage = options(&topic);
-    outage.connection.bootstrap_servers = proxy.address.clone();
+    outage.connection.bootstrap_servers = proxy.address().to_owned();
     outage.timeout = Duration::from_secs(3);
     let publisher = publisher(outage);
     let first = message("t", Some("k"));
@@ -354,7 +354,7 @@ async fn an_outage_fails_publishes_as_unreachable_and_the_publisher_recovers() {
         .await
         .unwrap_err();
     assert_eq!(error.kind, PublishErrorKind::Unreachable, "{error:?}");
-    let proxy = Proxy::start().await;
+    let proxy = support::proxy().await;
     let after = message("t", Some("k"));
     support::wait_for("a publish after the outage", || async {
         publisher.publish(&after).await.ok()

@@ -7,76 +7,27 @@
 
 mod support;
 
-use async_trait::async_trait;
 use queuebox_application::source::SourceDriver;
+use queuebox_conformance::proxy::closed_port;
+use queuebox_conformance::recorder::Recorder;
+use queuebox_conformance::source::RunningSource;
 use queuebox_kafka::{KafkaSource, KafkaSourceOptions};
 use queuebox_ports::health::HealthCheck;
-use queuebox_ports::health::SharedComponent as KafkaSourceHealth;
-use queuebox_ports::ingest::{Ingest, IngestOutcome, Ingested, Received, Rejection};
+use queuebox_ports::ingest::{IngestOutcome, Rejection};
 use rdkafka::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
-use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
-use support::{
-    bootstrap, closed_port, create_topic, delete_topics, producer, send, skip, unique, wait_for,
-};
-use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
+use support::{bootstrap, create_topic, delete_topics, producer, send, skip, unique, wait_for};
 
 const SOURCE: &str = "orders-log";
 
-/// An ingest that records every call and answers from a script (then `Stored`).
-#[derive(Default)]
-struct Recorder {
-    calls: Mutex<Vec<Received>>,
-    script: Mutex<VecDeque<IngestOutcome>>,
-    in_flight: AtomicUsize,
-    most_in_flight: AtomicUsize,
-}
-
-impl Recorder {
-    fn answering(script: impl IntoIterator<Item = IngestOutcome>) -> Arc<Self> {
-        Arc::new(Self {
-            script: Mutex::new(script.into_iter().collect()),
-            ..Self::default()
-        })
-    }
-
-    fn calls(&self) -> Vec<Received> {
-        self.calls.lock().unwrap().clone()
-    }
-
-    fn bodies(&self) -> Vec<String> {
-        self.calls()
-            .iter()
-            .map(|r| String::from_utf8_lossy(&r.body).into_owned())
-            .collect()
-    }
-}
-
-#[async_trait]
-impl Ingest for Recorder {
-    async fn ingest(&self, source: &str, received: Received) -> Ingested {
-        assert_eq!(source, SOURCE);
-        let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
-        self.most_in_flight.fetch_max(now, Ordering::SeqCst);
-        // A store takes a moment, so records of different keys overlap.
-        tokio::time::sleep(Duration::from_millis(2)).await;
-        self.calls.lock().unwrap().push(received);
-        self.in_flight.fetch_sub(1, Ordering::SeqCst);
-        let outcome = self
-            .script
-            .lock()
-            .unwrap()
-            .pop_front()
-            .unwrap_or(IngestOutcome::Stored {
-                id: uuid::Uuid::new_v4(),
-            });
-        Ingested::early(outcome)
-    }
+/// A recorder answering `script`, then storing; each store takes a moment, so records of
+/// different keys overlap.
+fn scripted(script: impl IntoIterator<Item = IngestOutcome>) -> Arc<Recorder> {
+    Recorder::taking(Duration::from_millis(2), script)
 }
 
 fn options(topics: &[&str], group: &str) -> KafkaSourceOptions {
@@ -92,37 +43,10 @@ fn options(topics: &[&str], group: &str) -> KafkaSourceOptions {
     options
 }
 
-/// A running source and the means to stop it.
-struct Running {
-    health: KafkaSourceHealth,
-    stop: Option<oneshot::Sender<()>>,
-    task: JoinHandle<()>,
-}
-
-impl Running {
-    fn start(options: KafkaSourceOptions, ingest: Arc<dyn Ingest>) -> Self {
-        let driver = SourceDriver::new(KafkaSource::new(options).unwrap(), ingest);
-        let health = driver.health();
-        let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(driver.run(async move {
-            let _ = stopped.await;
-        }));
-        Self {
-            health,
-            stop: Some(stop),
-            task,
-        }
-    }
-
-    async fn stop(mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        tokio::time::timeout(Duration::from_secs(30), &mut self.task)
-            .await
-            .expect("the source stopped within 30 s")
-            .unwrap();
-    }
+/// The source on `options` under the driver, storing through `ingest`.
+fn start(options: KafkaSourceOptions, ingest: Arc<Recorder>) -> RunningSource {
+    let driver = SourceDriver::new(KafkaSource::new(options).unwrap(), ingest);
+    RunningSource::spawn(driver.health(), |stop| driver.run(stop))
 }
 
 /// The offsets `group` committed for `topic`'s partitions `0..partitions` (-1 for none).
@@ -174,13 +98,15 @@ async fn records_reach_the_pipeline_and_the_offset_is_committed_after_the_store(
     )
     .await;
     send(&producer, &topic, None, None, br#"{"id":"b"}"#, &[]).await;
-    let recorder = Recorder::answering([]);
-    let running = Running::start(options(&[&topic], &group), recorder.clone());
+    let recorder = scripted([]);
+    let running = start(options(&[&topic], &group), recorder.clone());
     wait_for("two records", || async {
         (recorder.calls().len() >= 2).then_some(())
     })
     .await;
     let calls = recorder.calls();
+    let sources = recorder.sources();
+    assert!(sources.iter().all(|s| s == SOURCE), "{sources:?}");
     let first = calls.iter().find(|r| r.body == br#"{"id":"a"}"#).unwrap();
     assert_eq!(first.record_key.as_deref(), Some("cust-1"));
     assert_eq!(
@@ -224,7 +150,7 @@ async fn a_failed_store_is_read_again_and_never_skipped() {
     }
     // The third call fails to store; every record is done in the end, the failed one included,
     // and the offset never passes a record before it was stored.
-    let recorder = Recorder::answering([
+    let recorder = scripted([
         IngestOutcome::Stored {
             id: uuid::Uuid::new_v4(),
         },
@@ -233,7 +159,7 @@ async fn a_failed_store_is_read_again_and_never_skipped() {
         },
         IngestOutcome::Rejected(Rejection::StorageFailed),
     ]);
-    let running = Running::start(options(&[&topic], &group), recorder.clone());
+    let running = start(options(&[&topic], &group), recorder.clone());
     wait_for("offset 5 committed", || async {
         (committed(&group, &topic, 1).await == [5]).then_some(())
     })
@@ -274,8 +200,8 @@ async fn records_of_one_key_are_stored_in_order_and_other_keys_side_by_side() {
             .await;
         }
     }
-    let recorder = Recorder::answering([]);
-    let running = Running::start(options(&[&topic], &group), recorder.clone());
+    let recorder = scripted([]);
+    let running = start(options(&[&topic], &group), recorder.clone());
     wait_for("90 records", || async {
         (recorder.calls().len() >= 90).then_some(())
     })
@@ -293,7 +219,7 @@ async fn records_of_one_key_are_stored_in_order_and_other_keys_side_by_side() {
         assert_eq!(order, expected, "key {key}");
     }
     assert!(
-        recorder.most_in_flight.load(Ordering::SeqCst) > 1,
+        recorder.most_in_flight() > 1,
         "different keys were stored side by side"
     );
     running.stop().await;
@@ -306,8 +232,8 @@ async fn a_missing_topic_turns_the_health_down_naming_it_until_it_is_created() {
         return;
     }
     let topic = unique("src-missing");
-    let recorder = Recorder::answering([]);
-    let running = Running::start(options(&[&topic], &unique("group")), recorder.clone());
+    let recorder = scripted([]);
+    let running = start(options(&[&topic], &unique("group")), recorder.clone());
     let reason = wait_for("the health down naming the topic", || async {
         match running.health.check().await {
             Err(reason) if reason.contains(&topic) => Some(reason),
@@ -338,7 +264,7 @@ async fn brokers_that_do_not_answer_turn_the_health_down() {
     }
     let mut options = options(&["anything"], "group");
     options.connection.bootstrap_servers = format!("127.0.0.1:{}", closed_port());
-    let running = Running::start(options, Recorder::answering([]));
+    let running = start(options, scripted([]));
     let reason = wait_for("the health down", || async {
         running
             .health
@@ -360,10 +286,10 @@ async fn two_members_of_one_group_share_the_partitions_and_a_stopped_one_commits
     let topic = unique("src-group");
     let group = unique("group");
     create_topic(&topic, 4, &[]).await;
-    let one = Recorder::answering([]);
-    let two = Recorder::answering([]);
-    let first = Running::start(options(&[&topic], &group), one.clone());
-    let second = Running::start(options(&[&topic], &group), two.clone());
+    let one = scripted([]);
+    let two = scripted([]);
+    let first = start(options(&[&topic], &group), one.clone());
+    let second = start(options(&[&topic], &group), two.clone());
     let producer = producer();
     // Keep producing to every partition until both members have read something.
     let mut n = 0;
@@ -413,8 +339,8 @@ async fn two_members_of_one_group_share_the_partitions_and_a_stopped_one_commits
         "both members committed what they stored: {offsets:?}"
     );
     // A member of the same group started again reads nothing old.
-    let again = Recorder::answering([]);
-    let third = Running::start(options(&[&topic], &group), again.clone());
+    let again = scripted([]);
+    let third = start(options(&[&topic], &group), again.clone());
     send(&producer, &topic, Some(0), None, br#"{"n":"last"}"#, &[]).await;
     wait_for("the new record", || async {
         (!again.calls().is_empty()).then_some(())

@@ -9,13 +9,14 @@ mod support;
 
 use async_nats::jetstream::stream::DiscardPolicy;
 use async_trait::async_trait;
+use queuebox_conformance::proxy::{FaultProxy, closed_port};
 use queuebox_conformance::publish::{PublisherFixture, WAIT};
 use queuebox_domain::secret::Secret;
 use queuebox_nats::{NatsCredentials, NatsPublisher, NatsPublisherOptions};
 use queuebox_ports::publish::Publisher;
 use std::sync::Arc;
 use std::time::Duration;
-use support::{Proxy, TestClient, closed_port, nats_url, server_address, unique, wait_for};
+use support::{TestClient, nats_url, server_address, unique, wait_for};
 
 /// The configured reason limit of every publisher.
 const MAX_REASON: usize = 100;
@@ -27,7 +28,7 @@ const SECRET: &str = "qb-conformance-t0ken-4711";
 struct NatsFixture {
     client: Option<TestClient>,
     stream: String,
-    proxy: Option<Proxy>,
+    proxy: Option<FaultProxy>,
     held_at: u64,
 }
 
@@ -117,9 +118,9 @@ impl PublisherFixture for NatsFixture {
 
     async fn silent() -> (Self, Arc<dyn Publisher>) {
         let mut fixture = Self::topology(None).await;
-        let proxy = Proxy::start(server_address(&url())).await;
+        let proxy = FaultProxy::start(server_address(&url())).await;
         let publisher = publisher(
-            &format!("nats://127.0.0.1:{}", proxy.port),
+            &format!("nats://127.0.0.1:{}", proxy.port()),
             &fixture.subject(),
             SILENT_TIMEOUT,
         );

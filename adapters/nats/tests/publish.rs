@@ -7,11 +7,12 @@
 mod support;
 
 use futures::StreamExt;
+use queuebox_conformance::proxy::{FaultProxy, closed_port};
 use queuebox_domain::secret::Secret;
 use queuebox_nats::{NatsCredentials, NatsPublisher, NatsPublisherOptions};
 use queuebox_ports::publish::{OutboundMessage, PublishErrorKind, Publisher};
 use std::time::Duration;
-use support::{Proxy, TestClient, closed_port, nats_url, server_address, unique, wait_for};
+use support::{TestClient, nats_url, server_address, unique, wait_for};
 
 fn message(id: &str) -> OutboundMessage {
     OutboundMessage {
@@ -40,9 +41,9 @@ async fn a_publish_retried_after_its_ack_was_lost_is_stored_once() {
     let client = TestClient::connect(&url).await;
     let name = unique("dedup");
     client.stream(&name, &[&format!("{name}.>")], |_| {}).await;
-    let proxy = Proxy::start(server_address(&url)).await;
+    let proxy = FaultProxy::start(server_address(&url)).await;
     let publisher = publisher(
-        &format!("nats://127.0.0.1:{}", proxy.port),
+        &format!("nats://127.0.0.1:{}", proxy.port()),
         &format!("{name}.events"),
         |_| {},
     );

@@ -8,17 +8,15 @@ mod support;
 
 use async_nats::HeaderMap;
 use queuebox_application::source::SourceDriver;
-use queuebox_conformance::source::Recorder;
+use queuebox_conformance::recorder::Recorder;
+use queuebox_conformance::source::RunningSource;
 use queuebox_domain::secret::Secret;
 use queuebox_nats::{NatsSource, NatsSourceOptions};
 use queuebox_ports::health::HealthCheck;
-use queuebox_ports::health::SharedComponent as NatsSourceHealth;
 use queuebox_ports::ingest::{IngestOutcome, Rejection};
 use std::sync::Arc;
 use std::time::Duration;
 use support::{TestClient, nats_url, unique, wait_for};
-use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 const SOURCE: &str = "orders-stream";
@@ -36,53 +34,12 @@ fn options(url: &str, stream: &str) -> NatsSourceOptions {
     options
 }
 
-/// A running source and the means to stop it.
-struct Running {
-    health: NatsSourceHealth,
-    stop: Option<oneshot::Sender<()>>,
-    task: JoinHandle<()>,
-}
-
-impl Running {
-    fn start(options: NatsSourceOptions, ingest: Arc<Recorder>) -> Self {
-        let source = NatsSource::new(options).unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(source.name(), SOURCE);
-        let driver = SourceDriver::new(source, ingest);
-        let health = driver.health();
-        let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(driver.run(async move {
-            let _ = stopped.await;
-        }));
-        Self {
-            health,
-            stop: Some(stop),
-            task,
-        }
-    }
-
-    async fn wait_up(&self) {
-        wait_for("the source to consume", || async {
-            self.health.check().await.ok()
-        })
-        .await;
-    }
-
-    /// Requests the stop without waiting for it.
-    fn request_stop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-    }
-
-    /// Stops the source and waits (bounded) for `run` to return.
-    async fn stop(mut self) -> NatsSourceHealth {
-        self.request_stop();
-        tokio::time::timeout(Duration::from_secs(15), self.task)
-            .await
-            .expect("run returns after the stop")
-            .expect("run does not panic");
-        self.health
-    }
+/// The source on `options` under the driver, storing through `ingest`.
+fn start(options: NatsSourceOptions, ingest: Arc<Recorder>) -> RunningSource {
+    let source = NatsSource::new(options).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(source.name(), SOURCE);
+    let driver = SourceDriver::new(source, ingest);
+    RunningSource::spawn(driver.health(), |stop| driver.run(stop))
 }
 
 /// A stream over `<name>.>` and a client to publish to it and read the consumer's counts.
@@ -120,7 +77,7 @@ async fn a_message_reaches_ingest_with_headers_and_msg_id_and_is_acked_after_ing
     let ingest = Recorder::gated();
     let mut configured = options(&url, &name);
     configured.filter_subject = Some(format!("{name}.orders.>"));
-    let running = Running::start(configured, Arc::clone(&ingest) as _);
+    let running = start(configured, Arc::clone(&ingest) as _);
     running.wait_up().await;
     assert_eq!(running.health.name(), "nats.orders-stream");
 
@@ -182,7 +139,7 @@ async fn a_failed_store_is_handed_back_after_the_retry_delay_and_delivered_again
         IngestOutcome::Rejected(Rejection::StorageFailed),
         IngestOutcome::UnknownSource,
     ]);
-    let running = Running::start(options(&url, &name), Arc::clone(&ingest) as _);
+    let running = start(options(&url, &name), Arc::clone(&ingest) as _);
     running.wait_up().await;
     let started = Instant::now();
     publish(
@@ -227,7 +184,7 @@ async fn dead_filtered_duplicate_and_other_refusals_are_acknowledged() {
         IngestOutcome::Duplicate,
         IngestOutcome::Rejected(Rejection::InvalidJson),
     ]);
-    let running = Running::start(options(&url, &name), Arc::clone(&ingest) as _);
+    let running = start(options(&url, &name), Arc::clone(&ingest) as _);
     running.wait_up().await;
     for i in 0..4 {
         publish(
@@ -261,7 +218,7 @@ async fn the_batch_size_bounds_the_messages_in_the_pipeline() {
     let ingest = Recorder::gated();
     let mut configured = options(&url, &name);
     configured.batch_size = 5;
-    let running = Running::start(configured, Arc::clone(&ingest) as _);
+    let running = start(configured, Arc::clone(&ingest) as _);
     ingest.wait_calls(5).await;
     // Held at the gate: the server has delivered at least the five (the client may hold another
     // pull's worth in its buffer), yet no sixth message enters the pipeline.
@@ -285,7 +242,7 @@ async fn the_stop_lets_in_flight_messages_finish_and_acknowledges_them() {
     let Some(url) = nats_url() else { return };
     let (client, name) = stream(&url).await;
     let ingest = Recorder::gated();
-    let mut running = Running::start(options(&url, &name), Arc::clone(&ingest) as _);
+    let mut running = start(options(&url, &name), Arc::clone(&ingest) as _);
     running.wait_up().await;
     for i in 0..3 {
         publish(
@@ -312,7 +269,7 @@ async fn a_missing_stream_keeps_the_component_down_naming_it_until_it_exists() {
     let client = TestClient::connect(&url).await;
     let name = unique("late");
     let ingest = Recorder::answering([]);
-    let running = Running::start(options(&url, &name), Arc::clone(&ingest) as _);
+    let running = start(options(&url, &name), Arc::clone(&ingest) as _);
     let reason = wait_for("the component down naming the stream", || async {
         running
             .health

@@ -9,6 +9,7 @@ use async_trait::async_trait;
 use lapin::ExchangeKind;
 use lapin::options::BasicGetOptions;
 use lapin::types::{FieldTable, ShortString};
+use queuebox_conformance::proxy::{FaultProxy, closed_port};
 use queuebox_conformance::publish::{PublisherFixture, WAIT};
 use queuebox_domain::secret::Secret;
 use queuebox_ports::publish::Publisher;
@@ -16,8 +17,7 @@ use queuebox_rabbitmq::{RabbitmqPublisher, RabbitmqPublisherOptions};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use support::{
-    Proxy, TestClient, amqp_url, broker_address, closed_port, options, reject_everything, unique,
-    wait_for, with_port,
+    TestClient, amqp_url, broker_address, options, reject_everything, unique, wait_for, with_port,
 };
 
 /// The configured reason limit of every publisher (at or above the adapter's floor of 64 bytes).
@@ -30,7 +30,7 @@ struct AmqpFixture {
     client: Option<TestClient>,
     exchange: String,
     queue: Option<String>,
-    proxy: Option<Proxy>,
+    proxy: Option<FaultProxy>,
     /// Proxy bytes from the client when the proxy started holding.
     held_at: u64,
     secret: String,
@@ -139,8 +139,8 @@ impl PublisherFixture for AmqpFixture {
 
     async fn silent() -> (Self, Arc<dyn Publisher>) {
         let mut fixture = Self::topology(FieldTable::default()).await;
-        let proxy = Proxy::start(broker_address(&url())).await;
-        let through_proxy = with_port(&url(), proxy.port);
+        let proxy = FaultProxy::start(broker_address(&url())).await;
+        let through_proxy = with_port(&url(), proxy.port());
         let publisher = publisher(publisher_options(
             &through_proxy,
             &fixture.exchange,

@@ -6,14 +6,13 @@ mod support;
 use lapin::ExchangeKind;
 use lapin::options::ExchangeDeclareOptions;
 use lapin::types::{AMQPValue, FieldTable, ShortString};
+use queuebox_conformance::proxy::closed_port;
 use queuebox_domain::secret::Secret;
 use queuebox_ports::publish::{PublishErrorKind, Publisher};
 use queuebox_rabbitmq::{DeliveryMode, ExchangeType, RabbitmqPublisher};
 use std::collections::HashSet;
 use std::sync::Arc;
-use support::{
-    TestClient, amqp_url, closed_port, message, options, reject_everything, unique, with_port,
-};
+use support::{TestClient, amqp_url, message, options, reject_everything, unique, with_port};
 
 fn publisher(options: queuebox_rabbitmq::RabbitmqPublisherOptions) -> RabbitmqPublisher {
     RabbitmqPublisher::new(options).unwrap_or_else(|e| panic!("{e}"))

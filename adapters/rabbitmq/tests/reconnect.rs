@@ -6,14 +6,15 @@ mod support;
 
 use lapin::ExchangeKind;
 use lapin::types::FieldTable;
+use queuebox_conformance::proxy::FaultProxy;
 use queuebox_domain::secret::Secret;
 use queuebox_ports::publish::{PublishErrorKind, Publisher};
 use queuebox_rabbitmq::RabbitmqPublisher;
 use std::sync::Arc;
 use std::time::Duration;
 use support::{
-    Proxy, TestClient, TestVhost, amqp_url, broker_address, message, options, unique, wait_for,
-    with_port, with_vhost,
+    TestClient, TestVhost, amqp_url, broker_address, message, options, unique, wait_for, with_port,
+    with_vhost,
 };
 
 fn publisher(options: queuebox_rabbitmq::RabbitmqPublisherOptions) -> RabbitmqPublisher {
@@ -80,9 +81,9 @@ async fn a_publish_whose_connection_dies_before_the_confirm_is_unreachable_and_t
     client
         .bind_queue(&queue, &exchange, "#", FieldTable::default())
         .await;
-    let proxy = Proxy::start(broker_address(&url)).await;
-    let mut options = options(&with_port(&url, proxy.port), &exchange);
-    options.url = Secret::new(with_port(&url, proxy.port));
+    let proxy = FaultProxy::start(broker_address(&url)).await;
+    let mut options = options(&with_port(&url, proxy.port()), &exchange);
+    options.url = Secret::new(with_port(&url, proxy.port()));
     options.timeout = Duration::from_secs(30);
     let publisher = Arc::new(publisher(options));
     publisher
@@ -127,9 +128,9 @@ async fn a_publish_whose_connection_dies_before_the_confirm_is_unreachable_and_t
 async fn no_confirm_within_the_timeout_is_a_timeout() {
     let Some(url) = amqp_url() else { return };
     let exchange = unique("slow");
-    let proxy = Proxy::start(broker_address(&url)).await;
-    let mut options = options(&with_port(&url, proxy.port), &exchange);
-    options.url = Secret::new(with_port(&url, proxy.port));
+    let proxy = FaultProxy::start(broker_address(&url)).await;
+    let mut options = options(&with_port(&url, proxy.port()), &exchange);
+    options.url = Secret::new(with_port(&url, proxy.port()));
     options.timeout = Duration::from_millis(500);
     let publisher = publisher(options);
     publisher

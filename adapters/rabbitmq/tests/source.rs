@@ -11,10 +11,11 @@ use lapin::options::{BasicPublishOptions, QueueDeclareOptions};
 use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
 use lapin::{BasicProperties, Channel};
 use queuebox_application::source::SourceDriver;
-use queuebox_conformance::source::Recorder;
+use queuebox_conformance::proxy::closed_port;
+use queuebox_conformance::recorder::Recorder;
+use queuebox_conformance::source::RunningSource;
 use queuebox_domain::secret::Secret;
 use queuebox_ports::health::HealthCheck;
-use queuebox_ports::health::SharedComponent as RabbitmqSourceHealth;
 use queuebox_ports::ingest::{IngestOutcome, Rejection};
 use queuebox_rabbitmq::{RabbitmqError, RabbitmqSource, RabbitmqSourceOptions};
 use std::sync::Arc;
@@ -22,8 +23,6 @@ use std::time::Duration;
 use support::{
     TestClient, TestVhost, amqp_url, declare_queue, rabbitmqctl, unique, wait_for, with_vhost,
 };
-use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
 
 const SOURCE: &str = "orders-queue";
 
@@ -38,53 +37,12 @@ fn options(url: &str, queue: &str) -> RabbitmqSourceOptions {
     options
 }
 
-/// A running source and the means to stop it.
-struct Running {
-    health: RabbitmqSourceHealth,
-    stop: Option<oneshot::Sender<()>>,
-    task: JoinHandle<()>,
-}
-
-impl Running {
-    fn start(options: RabbitmqSourceOptions, ingest: Arc<Recorder>) -> Self {
-        let source = RabbitmqSource::new(options).unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(source.name(), SOURCE);
-        let driver = SourceDriver::new(source, ingest);
-        let health = driver.health();
-        let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(driver.run(async move {
-            let _ = stopped.await;
-        }));
-        Self {
-            health,
-            stop: Some(stop),
-            task,
-        }
-    }
-
-    async fn wait_up(&self) {
-        wait_for("the source to consume", || async {
-            self.health.check().await.ok()
-        })
-        .await;
-    }
-
-    /// Requests the stop without waiting for it.
-    fn request_stop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-    }
-
-    /// Stops the source and waits (bounded) for `run` to return.
-    async fn stop(mut self) -> RabbitmqSourceHealth {
-        self.request_stop();
-        tokio::time::timeout(Duration::from_secs(15), self.task)
-            .await
-            .expect("run returns after the stop")
-            .expect("run does not panic");
-        self.health
-    }
+/// The source on `options` under the driver, storing through `ingest`.
+fn start(options: RabbitmqSourceOptions, ingest: Arc<Recorder>) -> RunningSource {
+    let source = RabbitmqSource::new(options).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(source.name(), SOURCE);
+    let driver = SourceDriver::new(source, ingest);
+    RunningSource::spawn(driver.health(), |stop| driver.run(stop))
 }
 
 /// Whether `queue` exists, asked on a channel of its own (a failed passive declare closes it).
@@ -167,7 +125,7 @@ async fn a_message_reaches_ingest_with_body_headers_and_message_id_and_is_acked_
     let client = TestClient::connect(&url).await;
     declare_queue(&client.channel, &queue).await;
     let ingest = Recorder::gated();
-    let running = Running::start(options(&url, &queue), Arc::clone(&ingest) as _);
+    let running = start(options(&url, &queue), Arc::clone(&ingest) as _);
     running.wait_up().await;
 
     let mut headers = FieldTable::default();
@@ -227,7 +185,7 @@ async fn a_failed_store_is_handed_back_and_delivered_again_until_it_is_stored() 
         IngestOutcome::Rejected(Rejection::StorageFailed),
         IngestOutcome::UnknownSource,
     ]);
-    let running = Running::start(options(&url, &queue), Arc::clone(&ingest) as _);
+    let running = start(options(&url, &queue), Arc::clone(&ingest) as _);
     running.wait_up().await;
     publish_json(&client.channel, &queue, "again").await;
 
@@ -267,7 +225,7 @@ async fn stored_dead_filtered_duplicate_and_other_refusals_are_acknowledged() {
     let mut options = options(&url, &queue);
     // One at a time, so the script meets the messages in order.
     options.prefetch_count = 1;
-    let running = Running::start(options, Arc::clone(&ingest) as _);
+    let running = start(options, Arc::clone(&ingest) as _);
     running.wait_up().await;
     for id in ["dead", "filtered", "duplicate", "poison"] {
         publish_json(&client.channel, &queue, id).await;
@@ -295,7 +253,7 @@ async fn a_missing_queue_turns_health_down_naming_it_and_creating_the_queue_star
     let queue = unique("src-missing");
     let client = TestClient::connect(&url).await;
     let ingest = Recorder::answering([]);
-    let running = Running::start(options(&url, &queue), Arc::clone(&ingest) as _);
+    let running = start(options(&url, &queue), Arc::clone(&ingest) as _);
 
     let reason = wait_for("the health to name the missing queue", || async {
         match running.health.check().await {
@@ -330,7 +288,7 @@ async fn a_source_stopped_while_its_queue_is_missing_returns() {
     let Some(url) = amqp_url() else { return };
     let queue = unique("src-missing-stop");
     let ingest = Recorder::answering([]);
-    let running = Running::start(options(&url, &queue), Arc::clone(&ingest) as _);
+    let running = start(options(&url, &queue), Arc::clone(&ingest) as _);
     wait_for("the health to name the missing queue", || async {
         running
             .health
@@ -352,7 +310,7 @@ async fn declare_queue_creates_a_durable_queue() {
     let ingest = Recorder::answering([]);
     let mut options = options(&url, &queue);
     options.declare_queue = true;
-    let running = Running::start(options, Arc::clone(&ingest) as _);
+    let running = start(options, Arc::clone(&ingest) as _);
     running.wait_up().await;
     assert!(queue_exists(&client, &queue).await);
     let durable = rabbitmqctl(&["-q", "--no-table-headers", "list_queues", "name", "durable"]);
@@ -378,7 +336,7 @@ async fn the_prefetch_count_bounds_the_deliveries_in_the_pipeline() {
     let ingest = Recorder::gated();
     let mut options = options(&url, &queue);
     options.prefetch_count = 3;
-    let running = Running::start(options, Arc::clone(&ingest) as _);
+    let running = start(options, Arc::clone(&ingest) as _);
     running.wait_up().await;
     for n in 0..10 {
         publish_json(&client.channel, &queue, &format!("m-{n}")).await;
@@ -419,7 +377,7 @@ async fn a_connection_closed_by_the_broker_is_reopened_and_consuming_goes_on() {
     // Long enough for the test to see the component down between the close and the reconnect.
     options.reconnect_delay_min = Duration::from_millis(1500);
     options.reconnect_delay_max = Duration::from_millis(1500);
-    let running = Running::start(options, Arc::clone(&ingest) as _);
+    let running = start(options, Arc::clone(&ingest) as _);
     running.wait_up().await;
     publish_json(&client.channel, &queue, "before").await;
     ingest.wait_calls(1).await;
@@ -454,7 +412,7 @@ async fn the_stop_lets_in_flight_messages_finish_and_acknowledges_them() {
     let client = TestClient::connect(&url).await;
     declare_queue(&client.channel, &queue).await;
     let ingest = Recorder::gated();
-    let mut running = Running::start(options(&url, &queue), Arc::clone(&ingest) as _);
+    let mut running = start(options(&url, &queue), Arc::clone(&ingest) as _);
     running.wait_up().await;
     publish_json(&client.channel, &queue, "one").await;
     publish_json(&client.channel, &queue, "two").await;
@@ -486,7 +444,7 @@ async fn a_message_still_being_stored_at_the_drain_bound_goes_back_to_the_queue(
     let ingest = Recorder::gated();
     let mut options = options(&url, &queue);
     options.drain_timeout = Duration::from_millis(200);
-    let running = Running::start(options, Arc::clone(&ingest) as _);
+    let running = start(options, Arc::clone(&ingest) as _);
     running.wait_up().await;
     publish_json(&client.channel, &queue, "stuck").await;
     ingest.wait_calls(1).await;
@@ -533,10 +491,10 @@ fn new_refuses_unusable_settings_without_printing_the_password() {
 
 #[tokio::test]
 async fn a_broker_that_cannot_be_reached_keeps_the_component_down_without_the_password() {
-    let port = support::closed_port();
+    let port = closed_port();
     let url = format!("amqp://user:hunter2-pw@127.0.0.1:{port}/%2f");
     let ingest = Recorder::answering([]);
-    let running = Running::start(options(&url, "q"), Arc::clone(&ingest) as _);
+    let running = start(options(&url, "q"), Arc::clone(&ingest) as _);
     let reason = wait_for("a connection failure", || async {
         running
             .health
@@ -558,7 +516,7 @@ async fn a_queue_deleted_while_consuming_turns_the_component_down_until_it_is_ba
     let client = TestClient::connect(&url).await;
     declare_queue(&client.channel, &queue).await;
     let ingest = Recorder::answering([]);
-    let running = Running::start(options(&url, &queue), Arc::clone(&ingest) as _);
+    let running = start(options(&url, &queue), Arc::clone(&ingest) as _);
     running.wait_up().await;
 
     client.clean(&[], &[&queue]).await;

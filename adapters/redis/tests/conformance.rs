@@ -1,13 +1,14 @@
 //! The publisher conformance suite (queuebox-conformance) against the Redis publisher and the real
 //! server of `QB_TEST_REDIS_URL` (skipped, with a message, when it is unset): a fresh stream key
 //! (accepting), a key that holds a string so every `XADD` is answered `WRONGTYPE` (refusing), a
-//! closed port (unreachable), and a TCP relay holding the server's answers (silent).
+//! closed port (unreachable), and a TCP proxy holding the server's answers (silent).
 
 #![allow(clippy::unwrap_used)]
 
 mod support;
 
 use async_trait::async_trait;
+use queuebox_conformance::proxy::{FaultProxy, closed_port};
 use queuebox_conformance::publish::{PublisherFixture, WAIT};
 use queuebox_domain::secret::Secret;
 use queuebox_ports::publish::Publisher;
@@ -15,7 +16,7 @@ use queuebox_redis::{RedisPublisher, RedisPublisherOptions};
 use redis::aio::MultiplexedConnection;
 use std::sync::Arc;
 use std::time::Duration;
-use support::{Relay, closed_port, connection, ids, redis_url, server_address, unique, wait_for};
+use support::{connection, ids, redis_url, server_address, unique, wait_for};
 
 /// The configured reason limit of every publisher.
 const MAX_REASON: usize = 100;
@@ -27,7 +28,7 @@ const SECRET: &str = "qb-conformance-pw-4711";
 struct RedisFixture {
     connection: Option<MultiplexedConnection>,
     stream: String,
-    relay: Option<Relay>,
+    proxy: Option<FaultProxy>,
     sent_at_hold: u64,
 }
 
@@ -47,7 +48,7 @@ impl RedisFixture {
         Self {
             connection: Some(connection(&url()).await),
             stream: unique("conf"),
-            relay: None,
+            proxy: None,
             sent_at_hold: 0,
         }
     }
@@ -84,7 +85,7 @@ impl PublisherFixture for RedisFixture {
         let fixture = Self {
             connection: None,
             stream: String::new(),
-            relay: None,
+            proxy: None,
             sent_at_hold: 0,
         };
         (fixture, Arc::new(publisher(&url, "x", WAIT)))
@@ -92,20 +93,20 @@ impl PublisherFixture for RedisFixture {
 
     async fn silent() -> (Self, Arc<dyn Publisher>) {
         let mut fixture = Self::fresh().await;
-        let relay = Relay::start(server_address(&url())).await;
+        let proxy = FaultProxy::start(server_address(&url())).await;
         let publisher = publisher(
-            &format!("redis://127.0.0.1:{}", relay.port),
+            &format!("redis://127.0.0.1:{}", proxy.port()),
             &fixture.stream,
             SILENT_TIMEOUT,
         );
-        // Connected before the relay holds the answers, so a publish is what waits.
+        // Connected before the proxy holds the answers, so a publish is what waits.
         publisher
             .connect()
             .await
-            .expect("connects through the relay");
-        relay.hold();
-        fixture.sent_at_hold = relay.sent();
-        fixture.relay = Some(relay);
+            .expect("connects through the proxy");
+        proxy.hold();
+        fixture.sent_at_hold = proxy.upstream_bytes();
+        fixture.proxy = Some(proxy);
         (fixture, Arc::new(publisher))
     }
 
@@ -129,22 +130,22 @@ impl PublisherFixture for RedisFixture {
     }
 
     async fn wait_until_reached(&self) {
-        let relay = self.relay.as_ref().expect("a silent destination");
+        let proxy = self.proxy.as_ref().expect("a silent destination");
         wait_for("a publish to reach the server", || async {
-            (relay.sent() > self.sent_at_hold).then_some(())
+            (proxy.upstream_bytes() > self.sent_at_hold).then_some(())
         })
         .await;
     }
 
     async fn release(&self) {
-        if let Some(relay) = &self.relay {
-            relay.release();
+        if let Some(proxy) = &self.proxy {
+            proxy.release();
         }
     }
 
     async fn done(self) {
-        if let Some(relay) = &self.relay {
-            relay.release();
+        if let Some(proxy) = &self.proxy {
+            proxy.release();
         }
         if let Some(mut connection) = self.connection {
             let _: Result<(), _> = redis::cmd("DEL")

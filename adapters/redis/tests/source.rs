@@ -9,29 +9,16 @@
 mod support;
 
 use queuebox_application::source::SourceDriver;
+use queuebox_conformance::proxy::closed_port;
+use queuebox_conformance::recorder::Recorder;
+use queuebox_conformance::source::RunningSource;
 use queuebox_domain::secret::Secret;
 use queuebox_ports::health::HealthCheck;
+use queuebox_ports::ingest::{IngestOutcome, Rejection};
 use queuebox_redis::{RedisSource, RedisSourceOptions};
 use std::sync::Arc;
 use std::time::Duration;
-use support::{Recorder, add, connection, entries, pending, redis_url, unique, wait_for};
-use tokio::sync::oneshot;
-
-struct Running {
-    stop: oneshot::Sender<()>,
-    task: tokio::task::JoinHandle<()>,
-    health: queuebox_ports::health::SharedComponent,
-}
-
-impl Running {
-    async fn stop(self) {
-        let _ = self.stop.send(());
-        tokio::time::timeout(Duration::from_secs(15), self.task)
-            .await
-            .expect("the source stops")
-            .unwrap();
-    }
-}
+use support::{add, connection, entries, pending, redis_url, unique, wait_for};
 
 fn options(url: &str, stream: &str, consumer: &str) -> RedisSourceOptions {
     let mut options = RedisSourceOptions::new("orders", Secret::new(url), stream, "qb", consumer);
@@ -41,15 +28,10 @@ fn options(url: &str, stream: &str, consumer: &str) -> RedisSourceOptions {
     options
 }
 
-fn start(options: RedisSourceOptions, ingest: Arc<Recorder>) -> Running {
-    let client = RedisSource::new(options).unwrap();
-    let driver = SourceDriver::new(client, ingest);
-    let health = driver.health();
-    let (stop, stopped) = oneshot::channel::<()>();
-    let task = tokio::spawn(driver.run(async move {
-        let _ = stopped.await;
-    }));
-    Running { stop, task, health }
+/// The source on `options` under the driver, storing through `ingest`.
+fn start(options: RedisSourceOptions, ingest: Arc<Recorder>) -> RunningSource {
+    let driver = SourceDriver::new(RedisSource::new(options).unwrap(), ingest);
+    RunningSource::spawn(driver.health(), |stop| driver.run(stop))
 }
 
 #[tokio::test]
@@ -58,18 +40,18 @@ async fn entries_are_stored_once_and_acknowledged_after_the_store() {
     let mut redis = connection(&url).await;
     let stream = unique("src");
     let first = add(&mut redis, &stream, "m-1", r#"{"id":"a"}"#).await;
-    let recorder = Recorder::new(0);
+    let recorder = Recorder::answering([]);
     let running = start(options(&url, &stream, "c1"), Arc::clone(&recorder));
     add(&mut redis, &stream, "m-2", r#"{"id":"b"}"#).await;
     wait_for("both entries stored", || async {
-        (recorder.stored() == ["m-1", "m-2"]).then_some(())
+        (recorder.table().keys() == ["a", "b"]).then_some(())
     })
     .await;
     wait_for("both entries acknowledged", || async {
         (pending(&mut redis.clone(), &stream, "qb").await == 0).then_some(())
     })
     .await;
-    let calls = recorder.calls.lock().unwrap().clone();
+    let calls = recorder.calls();
     assert_eq!(calls.len(), 2, "{calls:?}");
     assert_eq!(calls[0].body, br#"{"id":"a"}"#);
     assert_eq!(calls[0].message_id.as_deref(), Some(first.as_str()));
@@ -87,15 +69,15 @@ async fn a_failed_store_is_handed_back_and_stored_later_without_counting_a_deliv
     let mut redis = connection(&url).await;
     let stream = unique("src");
     add(&mut redis, &stream, "m-1", r#"{"id":"a"}"#).await;
-    let recorder = Recorder::new(3);
+    let recorder = Recorder::answering(vec![IngestOutcome::Rejected(Rejection::StorageFailed); 3]);
     let mut options = options(&url, &stream, "c1");
     options.max_deliveries = 1;
     let running = start(options, Arc::clone(&recorder));
     wait_for("the entry stored after three failures", || async {
-        (recorder.stored() == ["m-1"]).then_some(())
+        (recorder.table().keys() == ["a"]).then_some(())
     })
     .await;
-    assert_eq!(recorder.calls(), 4);
+    assert_eq!(recorder.call_count(), 4);
     wait_for("the entry acknowledged", || async {
         (pending(&mut redis.clone(), &stream, "qb").await == 0).then_some(())
     })
@@ -148,13 +130,13 @@ async fn a_dead_consumers_entries_are_claimed_after_the_idle_time() {
     add(&mut redis, &stream, "m-2", r#"{"id":"b"}"#).await;
     dead_consumer_reads(&mut redis, &stream, "gone").await;
     assert_eq!(pending(&mut redis, &stream, "qb").await, 2);
-    let recorder = Recorder::new(0);
+    let recorder = Recorder::answering([]);
     let mut options = options(&url, &stream, "alive");
     options.claim_idle = Duration::from_millis(500);
     let started = tokio::time::Instant::now();
     let running = start(options, Arc::clone(&recorder));
     wait_for("the dead consumer's entries stored", || async {
-        (recorder.stored() == ["m-1", "m-2"]).then_some(())
+        (recorder.table().keys() == ["a", "b"]).then_some(())
     })
     .await;
     assert!(
@@ -189,7 +171,7 @@ async fn an_entry_delivered_too_often_goes_to_the_dead_letter_stream() {
             .unwrap();
     }
     add(&mut redis, &stream, "m-ok", r#"{"id":"o"}"#).await;
-    let recorder = Recorder::new(0);
+    let recorder = Recorder::answering([]);
     let mut options = options(&url, &stream, "alive");
     options.claim_idle = Duration::from_millis(100);
     options.max_deliveries = 3;
@@ -201,7 +183,7 @@ async fn an_entry_delivered_too_often_goes_to_the_dead_letter_stream() {
     })
     .await;
     wait_for("the good entry stored", || async {
-        (recorder.stored() == ["m-ok"]).then_some(())
+        (recorder.table().keys() == ["o"]).then_some(())
     })
     .await;
     assert_eq!(dead.len(), 1);
@@ -221,15 +203,15 @@ async fn an_entry_delivered_too_often_goes_to_the_dead_letter_stream() {
         (pending(&mut redis.clone(), &stream, "qb").await == 0).then_some(())
     })
     .await;
-    assert!(!recorder.stored().contains(&"m-poison".to_owned()));
+    assert!(!recorder.table().keys().contains(&"p".to_owned()));
     running.stop().await;
 }
 
 #[tokio::test]
 async fn health_names_an_unreachable_server_and_the_stop_ends_at_stopped() {
     let Some(_) = redis_url() else { return };
-    let url = format!("redis://:s3cret-pw@127.0.0.1:{}", support::closed_port());
-    let recorder = Recorder::new(0);
+    let url = format!("redis://:s3cret-pw@127.0.0.1:{}", closed_port());
+    let recorder = Recorder::answering([]);
     let running = start(options(&url, "s", "c"), recorder);
     let reason = wait_for("the health to name the cause", || async {
         let reason = running.health.check().await.err().unwrap_or_default();

@@ -1,9 +1,10 @@
 //! What the Kafka adapter's integration tests share: the broker addresses `scripts/services.sh`
 //! exports, topics created and deleted through the admin API, a collector that reads a topic from
-//! its start, and a TCP proxy on the broker's proxied listener.
+//! its start, and queuebox-conformance's TCP fault proxy on the broker's proxied listener.
 
 #![allow(dead_code, clippy::unwrap_used)]
 
+use queuebox_conformance::proxy::FaultProxy;
 use rdkafka::ClientConfig;
 use rdkafka::Message;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
@@ -13,12 +14,8 @@ use rdkafka::message::Headers;
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::watch;
 
 /// How long a test waits for anything the broker does.
 pub const WAIT: Duration = Duration::from_secs(30);
@@ -234,153 +231,20 @@ pub async fn send(
 }
 
 /// Polls `check` every 20 ms until it gives a value, failing the test after [`WAIT`].
-pub async fn wait_for<T, F, Fut>(what: &str, mut check: F) -> T
+pub async fn wait_for<T, F, Fut>(what: &str, check: F) -> T
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Option<T>>,
 {
-    let deadline = tokio::time::Instant::now() + WAIT;
-    loop {
-        if let Some(value) = check().await {
-            return value;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out after {WAIT:?} waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
-/// A port nothing listens on.
-pub fn closed_port() -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.local_addr().unwrap().port()
+    queuebox_conformance::wait::wait_for(what, WAIT, check).await
 }
 
 /// The proxied listener is one fixed port: tests that use it take this lock.
 pub static PROXY_PORT: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
-/// A TCP proxy from the proxied listener's advertised address to its real one, which can hold
-/// the broker's answers or cut every connection.
-pub struct Proxy {
-    pub address: String,
-    shared: Arc<ProxyShared>,
-    epoch: watch::Sender<u64>,
-    accept: tokio::task::JoinHandle<()>,
-}
-
-struct ProxyShared {
-    hold_down: AtomicBool,
-    released: tokio::sync::Notify,
-    upstream_bytes: AtomicU64,
-}
-
-impl Proxy {
-    /// Listens on the proxied listener's advertised address.
-    pub async fn start() -> Self {
-        let (listen, target) = proxied().expect("QB_TEST_KAFKA_PROXIED is not set");
-        // A proxy dropped just before may still hold the port until its task has stopped.
-        let listener = wait_for("the proxied port to be free", || async {
-            TcpListener::bind(&listen).await.ok()
-        })
-        .await;
-        let shared = Arc::new(ProxyShared {
-            hold_down: AtomicBool::new(false),
-            released: tokio::sync::Notify::new(),
-            upstream_bytes: AtomicU64::new(0),
-        });
-        let (epoch, _) = watch::channel(0u64);
-        let accept_shared = Arc::clone(&shared);
-        let accept_epoch = epoch.clone();
-        let accept = tokio::spawn(async move {
-            while let Ok((client, _)) = listener.accept().await {
-                let Ok(broker) = TcpStream::connect(&target).await else {
-                    continue;
-                };
-                let shared = Arc::clone(&accept_shared);
-                let mut cut = accept_epoch.subscribe();
-                cut.mark_unchanged();
-                tokio::spawn(async move {
-                    tokio::select! {
-                        () = pipe(client, broker, shared) => {}
-                        _ = cut.changed() => {}
-                    }
-                });
-            }
-        });
-        Self {
-            address: listen,
-            shared,
-            epoch,
-            accept,
-        }
-    }
-
-    /// Stops passing the broker's bytes to the clients (they wait in the socket).
-    pub fn hold(&self) {
-        self.shared.hold_down.store(true, Ordering::SeqCst);
-    }
-
-    /// Passes the broker's bytes again.
-    pub fn release(&self) {
-        self.shared.hold_down.store(false, Ordering::SeqCst);
-        self.shared.released.notify_waiters();
-    }
-
-    /// Bytes the clients sent so far.
-    pub fn upstream_bytes(&self) -> u64 {
-        self.shared.upstream_bytes.load(Ordering::SeqCst)
-    }
-}
-
-impl Drop for Proxy {
-    fn drop(&mut self) {
-        self.accept.abort();
-        self.epoch.send_modify(|epoch| *epoch += 1);
-    }
-}
-
-async fn pipe(client: TcpStream, broker: TcpStream, shared: Arc<ProxyShared>) {
-    let (mut client_read, mut client_write) = client.into_split();
-    let (mut broker_read, mut broker_write) = broker.into_split();
-    let up_shared = Arc::clone(&shared);
-    let up = async move {
-        let mut buffer = vec![0u8; 16 * 1024];
-        loop {
-            let n = match client_read.read(&mut buffer).await {
-                Ok(0) | Err(_) => return,
-                Ok(n) => n,
-            };
-            up_shared
-                .upstream_bytes
-                .fetch_add(n as u64, Ordering::SeqCst);
-            if broker_write.write_all(&buffer[..n]).await.is_err() {
-                return;
-            }
-        }
-    };
-    let down = async move {
-        let mut buffer = vec![0u8; 16 * 1024];
-        loop {
-            let n = match broker_read.read(&mut buffer).await {
-                Ok(0) | Err(_) => return,
-                Ok(n) => n,
-            };
-            while shared.hold_down.load(Ordering::SeqCst) {
-                let released = shared.released.notified();
-                if !shared.hold_down.load(Ordering::SeqCst) {
-                    break;
-                }
-                released.await;
-            }
-            if client_write.write_all(&buffer[..n]).await.is_err() {
-                return;
-            }
-        }
-    };
-    tokio::select! {
-        () = up => {}
-        () = down => {}
-    }
+/// A fault proxy from the proxied listener's advertised address to its real one (the caller
+/// holds [`PROXY_PORT`]).
+pub async fn proxy() -> FaultProxy {
+    let (listen, target) = proxied().expect("QB_TEST_KAFKA_PROXIED is not set");
+    FaultProxy::start_on(&listen, target).await
 }
