@@ -1,10 +1,10 @@
-//! The database backend chosen by `database.type`, among those compiled in: the one match on the
-//! database kind (each kind's wiring is in `crate::backends`); everything after it holds an
+//! The database backend chosen by `database.type`, among those compiled in (the kind's entry in
+//! the backend table of `crate::backends` picks its wiring); everything after it holds an
 //! `Arc<dyn DatabaseBackend>`.
 
 use crate::backends;
 use anyhow::Context as _;
-use queuebox_ports::database::{DatabaseBackend, DatabaseKind, DatabaseOptions};
+use queuebox_ports::database::{DatabaseBackend, DatabaseOptions};
 use std::sync::Arc;
 
 /// Waits for the database (up to `database.startupTimeoutMs`) and opens the pool of the backend
@@ -13,15 +13,7 @@ use std::sync::Arc;
 /// # Errors
 /// The database stays unreachable or refuses the login, or its kind has no backend in this build.
 pub async fn connect(options: &DatabaseOptions) -> anyhow::Result<Arc<dyn DatabaseBackend>> {
-    match options.target.kind {
-        #[cfg(feature = "postgres")]
-        DatabaseKind::Postgresql => backends::postgres::connect(options).await,
-        #[cfg(not(feature = "postgres"))]
-        DatabaseKind::Postgresql => {
-            anyhow::bail!(backends::Feature::Postgres.missing("database.type is postgresql"))
-        }
-        DatabaseKind::Sqlserver => Err(backends::unwired::database(DatabaseKind::Sqlserver)),
-    }
+    backends::connect_database(options).await
 }
 
 /// Applies the migrations (when `database.migrate` is true) and checks the required columns.

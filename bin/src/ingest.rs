@@ -3,6 +3,7 @@
 //! transform). Starting the sources is the business of their kind's wiring module
 //! (`crate::backends`).
 
+use crate::backends;
 use crate::transforms::Transforms;
 use anyhow::Context as _;
 use queuebox_application::ingest::{AttributeHeaders, IngestKind, IngestSource};
@@ -42,18 +43,16 @@ fn ingest_source(name: &str, source: &Source) -> anyhow::Result<IngestSource> {
             .map(|t| path(key, t))
             .transpose()
     };
-    let (auth, requests_per_minute) = match &source.kind {
-        SourceKind::Http(http) => (
+    // The auth block and the rate limit belong to HTTP sources; the other kinds ignore them.
+    let (auth, requests_per_minute) = if let SourceKind::Http(http) = &source.kind {
+        (
             http.auth
                 .as_ref()
                 .map(|auth| with_default_attributes(credential_check(auth), source)),
             source.rate_limit.map(|limit| limit.requests_per_minute),
-        ),
-        // The auth block and the rate limit belong to HTTP sources; the other kinds ignore them.
-        SourceKind::Rabbitmq(_)
-        | SourceKind::Kafka(_)
-        | SourceKind::Nats(_)
-        | SourceKind::Redis(_) => (None, None),
+        )
+    } else {
+        (None, None)
     };
     Ok(IngestSource {
         name: name.to_owned(),
@@ -75,13 +74,8 @@ fn ingest_source(name: &str, source: &Source) -> anyhow::Result<IngestSource> {
         auth,
         filter: source.filter.as_ref().map(header_filter).transpose()?,
         requests_per_minute,
-        kind: match &source.kind {
-            SourceKind::Http(_) => IngestKind::Http,
-            SourceKind::Rabbitmq(broker) => broker_kind(&broker.attribute_headers),
-            SourceKind::Kafka(broker) => broker_kind(&broker.attribute_headers),
-            SourceKind::Nats(broker) => broker_kind(&broker.attribute_headers),
-            SourceKind::Redis(broker) => broker_kind(&broker.attribute_headers),
-        },
+        // A broker kind's entry in the backend table says where its `attributeHeaders` are.
+        kind: backends::attribute_headers(&source.kind).map_or(IngestKind::Http, broker_kind),
         transform: None,
     })
 }

@@ -1,7 +1,7 @@
 //! The QueueBox service as a library: the binary's `main` and the end-to-end tests share it.
 //!
 //! This is the only crate that depends on every other crate of the workspace. It picks the
-//! compiled-in backends (cargo features `postgres`, `sqlserver`, `rabbitmq`, `kafka`, `nats`) and wires
+//! compiled-in backends (cargo features `postgres`, `rabbitmq`, `kafka`, `nats`, `redis`) and wires
 //! the adapters to the application.
 
 pub mod admin;

@@ -2,79 +2,11 @@
 //! a kind the configuration names and this binary was built without stops the start with a
 //! sentence naming the feature, instead of a parse error or a silent no-op.
 
+use super::Feature;
 use queuebox_config::{DestinationKind, Settings, SourceKind};
 use queuebox_ports::database::DatabaseKind;
 
-/// A cargo feature of the binary that builds one backend in. HTTP in and out is always built, so
-/// it has none.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Feature {
-    /// `postgres`
-    Postgres,
-    /// `rabbitmq`
-    Rabbitmq,
-    /// `kafka`
-    Kafka,
-    /// `nats`
-    Nats,
-    /// `redis`
-    Redis,
-}
-
 impl Feature {
-    /// The feature's name in `Cargo.toml`.
-    pub fn name(self) -> &'static str {
-        match self {
-            Feature::Postgres => "postgres",
-            Feature::Rabbitmq => "rabbitmq",
-            Feature::Kafka => "kafka",
-            Feature::Nats => "nats",
-            Feature::Redis => "redis",
-        }
-    }
-
-    /// Whether this binary was built with the feature.
-    pub fn compiled(self) -> bool {
-        match self {
-            Feature::Postgres => cfg!(feature = "postgres"),
-            Feature::Rabbitmq => cfg!(feature = "rabbitmq"),
-            Feature::Kafka => cfg!(feature = "kafka"),
-            Feature::Nats => cfg!(feature = "nats"),
-            Feature::Redis => cfg!(feature = "redis"),
-        }
-    }
-
-    /// The feature a `database.type` needs; `None` for a product no build supports yet
-    /// (SQL Server), which [`check`] refuses on its own.
-    pub fn of_database(kind: DatabaseKind) -> Option<Feature> {
-        match kind {
-            DatabaseKind::Postgresql => Some(Feature::Postgres),
-            DatabaseKind::Sqlserver => None,
-        }
-    }
-
-    /// The feature a destination kind needs; `None` for HTTP, which is always built.
-    pub fn of_destination(kind: &DestinationKind) -> Option<Feature> {
-        match kind {
-            DestinationKind::Http(_) => None,
-            DestinationKind::Rabbitmq(_) => Some(Feature::Rabbitmq),
-            DestinationKind::Kafka(_) => Some(Feature::Kafka),
-            DestinationKind::Nats(_) => Some(Feature::Nats),
-            DestinationKind::Redis(_) => Some(Feature::Redis),
-        }
-    }
-
-    /// The feature a source kind needs; `None` for HTTP, which is always built.
-    pub fn of_source(kind: &SourceKind) -> Option<Feature> {
-        match kind {
-            SourceKind::Http(_) => None,
-            SourceKind::Rabbitmq(_) => Some(Feature::Rabbitmq),
-            SourceKind::Kafka(_) => Some(Feature::Kafka),
-            SourceKind::Nats(_) => Some(Feature::Nats),
-            SourceKind::Redis(_) => Some(Feature::Redis),
-        }
-    }
-
     /// The sentence that refuses `what` (for example `database.type is postgresql`) in a binary
     /// built without this feature.
     pub fn missing(self, what: &str) -> String {
@@ -83,6 +15,24 @@ impl Feature {
             self.name()
         )
     }
+}
+
+/// The refusal of `database.type` when `feature` is compiled out.
+pub(super) fn database_missing(feature: Feature, kind: DatabaseKind) -> String {
+    feature.missing(&format!("database.type is {}", kind.as_str()))
+}
+
+/// The refusal of destination `name` of `kind` when `feature` is compiled out.
+pub(super) fn destination_missing(feature: Feature, name: &str, kind: &DestinationKind) -> String {
+    feature.missing(&format!(
+        "destinations.{name} is a {} destination",
+        kind.name()
+    ))
+}
+
+/// The refusal of source `name` of `kind` when `feature` is compiled out.
+pub(super) fn source_missing(feature: Feature, name: &str, kind: &SourceKind) -> String {
+    feature.missing(&format!("sources.{name} is a {} source", kind.name()))
 }
 
 /// Every line of what the configuration needs and the binary lacks; `Ok` means all is there.
@@ -101,29 +51,21 @@ fn check_with(settings: &Settings, compiled: impl Fn(Feature) -> bool) -> Result
     let database = settings.database.kind;
     match Feature::of_database(database) {
         None => missing.push(super::unwired::unsupported_database(database)),
-        Some(feature) if !compiled(feature) => {
-            missing.push(feature.missing(&format!("database.type is {}", database.as_str())));
-        }
+        Some(feature) if !compiled(feature) => missing.push(database_missing(feature, database)),
         Some(_) => {}
     }
     for (name, destination) in &settings.destinations {
         if let Some(feature) = Feature::of_destination(&destination.kind)
             && !compiled(feature)
         {
-            missing.push(feature.missing(&format!(
-                "destinations.{name} is a {} destination",
-                destination.kind.name()
-            )));
+            missing.push(destination_missing(feature, name, &destination.kind));
         }
     }
     for (name, source) in &settings.sources {
         if let Some(feature) = Feature::of_source(&source.kind)
             && !compiled(feature)
         {
-            missing.push(feature.missing(&format!(
-                "sources.{name} is a {} source",
-                source.kind.name()
-            )));
+            missing.push(source_missing(feature, name, &source.kind));
         }
     }
     if missing.is_empty() {
@@ -135,12 +77,12 @@ fn check_with(settings: &Settings, compiled: impl Fn(Feature) -> bool) -> Result
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     /// A configuration with one entry of every kind, loaded through the real loader.
-    fn every_kind(database_type: &str) -> Settings {
+    pub(in crate::backends) fn every_kind(database_type: &str) -> Settings {
         static FILES: AtomicUsize = AtomicUsize::new(0);
         let url = match database_type {
             "sqlserver" => "jdbc:sqlserver://127.0.0.1:1433;databaseName=queuebox",
@@ -153,12 +95,15 @@ mod tests {
              \x20 events:\n    type: rabbitmq\n    url: amqp://127.0.0.1:5672\n    exchange: events\n\
              \x20 log:\n    type: kafka\n    bootstrapServers: 127.0.0.1:9092\n    topic: orders\n\
              \x20 stream:\n    type: nats\n    servers: nats://127.0.0.1:4222\n    subject: orders\n\
+             \x20 xadd:\n    type: redis\n    url: redis://127.0.0.1:6379\n    stream: orders\n\
              routes:\n  - topicPattern: \"**\"\n    destination: api\n\
              sources:\n\
              \x20 hooks:\n    type: http\n    path: /hooks\n    idempotencyKeyPath: $.id\n    topic: hooks\n\
              \x20 queue:\n    type: rabbitmq\n    queueName: q\n    connectionUrl: amqp://127.0.0.1:5672\n\
              \x20 topics:\n    type: kafka\n    bootstrapServers: 127.0.0.1:9092\n    topics: [t]\n    groupId: g\n\
-             \x20 jets:\n    type: nats\n    servers: nats://127.0.0.1:4222\n    stream: s\n    durable: d\n"
+             \x20 jets:\n    type: nats\n    servers: nats://127.0.0.1:4222\n    stream: s\n    durable: d\n\
+             \x20 group:\n    type: redis\n    url: redis://127.0.0.1:6379\n    stream: s\n    group: g\n\
+             \x20   attributeHeaders:\n      eventType: x-kind\n"
         );
         let path = std::env::temp_dir().join(format!(
             "queuebox-features-{}-{}.yml",
@@ -191,9 +136,11 @@ mod tests {
                 "destinations.events is a rabbitmq destination, but this binary was built without the `rabbitmq` feature",
                 "destinations.log is a kafka destination, but this binary was built without the `kafka` feature",
                 "destinations.stream is a nats destination, but this binary was built without the `nats` feature",
+                "destinations.xadd is a redis destination, but this binary was built without the `redis` feature",
                 "sources.queue is a rabbitmq source, but this binary was built without the `rabbitmq` feature",
                 "sources.topics is a kafka source, but this binary was built without the `kafka` feature",
                 "sources.jets is a nats source, but this binary was built without the `nats` feature",
+                "sources.group is a redis source, but this binary was built without the `redis` feature",
             ]
         );
     }
@@ -213,7 +160,7 @@ mod tests {
         let settings = every_kind("sqlserver");
         let slim = |feature: Feature| matches!(feature, Feature::Postgres | Feature::Kafka);
         let missing = check_with(&settings, slim).unwrap_err();
-        assert_eq!(missing.len(), 5, "{missing:?}");
+        assert_eq!(missing.len(), 7, "{missing:?}");
         assert_eq!(
             missing[0],
             "database.type is sqlserver: SQL Server is not supported in this version"

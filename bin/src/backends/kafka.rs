@@ -1,7 +1,6 @@
 //! Kafka (`queuebox-kafka`, behind the `kafka` feature): the publisher of `kafka` destinations and
 //! the consumer of `kafka` sources.
 
-use super::source::{SourceConsumer, SourceContext, StartedSource};
 use anyhow::Context as _;
 use queuebox_config::{
     AutoOffsetReset as ConfiguredOffsetReset, Destination, KafkaDestination, KafkaSecurity,
@@ -59,17 +58,14 @@ pub async fn publisher(
     Ok(Arc::new(publisher))
 }
 
-/// Source `name`: a consumer of its topics in its group that hands each record to the ingest
-/// pipeline and stores the offsets once the rows committed. It connects when the workers start;
-/// brokers that are down or a topic that is missing show in its health component `kafka.<name>`.
+/// The client of source `name`, run by the source driver: a consumer of its topics in its group
+/// that hands each record to the ingest pipeline and stores the offsets once the rows committed. It
+/// connects when the workers start; brokers that are down or a topic that is missing show in its
+/// health component `kafka.<name>`.
 ///
 /// # Errors
 /// A broker list, a topic name, the group id or a security key is refused.
-pub fn source(
-    context: &SourceContext<'_>,
-    name: &str,
-    kafka: &KafkaSourceConfig,
-) -> anyhow::Result<StartedSource> {
+pub fn client(name: &str, kafka: &KafkaSourceConfig) -> anyhow::Result<KafkaSource> {
     let mut options =
         KafkaSourceOptions::new(name, "", kafka.topics.clone(), kafka.group_id.clone());
     options.connection = connection(&kafka.bootstrap_servers, &kafka.security);
@@ -78,9 +74,5 @@ pub fn source(
         ConfiguredOffsetReset::Latest => AutoOffsetReset::Latest,
     };
     options.max_poll_records = kafka.max_poll_records;
-    let client = KafkaSource::new(options).with_context(|| format!("sources.{name}"))?;
-    Ok(StartedSource::Consumer(SourceConsumer::driven(
-        client,
-        Arc::clone(context.ingest),
-    )))
+    KafkaSource::new(options).with_context(|| format!("sources.{name}"))
 }

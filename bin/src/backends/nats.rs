@@ -1,7 +1,6 @@
 //! NATS JetStream (`queuebox-nats`, behind the `nats` feature): the publisher of `nats`
 //! destinations and the consumer of `nats` sources.
 
-use super::source::{SourceConsumer, SourceContext, StartedSource};
 use anyhow::Context as _;
 use queuebox_config::{
     Destination, NatsCredentials as ConfiguredCredentials, NatsDestination,
@@ -58,18 +57,14 @@ pub async fn publisher(
     Ok(Arc::new(publisher))
 }
 
-/// Source `name`: a durable pull consumer of its stream that hands each message to the ingest
-/// pipeline and acknowledges it once the pipeline answered (the row committed). It connects when
-/// the workers start; a server that is down or a stream that is missing shows in its health
-/// component `nats.<name>` until it is fixed.
+/// The client of source `name`, run by the source driver: a durable pull consumer of its stream
+/// that hands each message to the ingest pipeline and acknowledges it once the pipeline answered
+/// (the row committed). It connects when the workers start; a server that is down or a stream that
+/// is missing shows in its health component `nats.<name>` until it is fixed.
 ///
 /// # Errors
 /// `servers` or a setting is refused.
-pub fn source(
-    context: &SourceContext<'_>,
-    name: &str,
-    nats: &NatsSourceConfig,
-) -> anyhow::Result<StartedSource> {
+pub fn client(name: &str, nats: &NatsSourceConfig) -> anyhow::Result<NatsSource> {
     let mut options = NatsSourceOptions::new(
         name,
         Secret::new(nats.servers.expose().to_owned()),
@@ -80,9 +75,5 @@ pub fn source(
     options.filter_subject = nats.filter_subject.clone();
     options.ack_wait = nats.ack_wait;
     options.batch_size = nats.batch_size;
-    let client = NatsSource::new(options).with_context(|| format!("sources.{name}"))?;
-    Ok(StartedSource::Consumer(SourceConsumer::driven(
-        client,
-        Arc::clone(context.ingest),
-    )))
+    NatsSource::new(options).with_context(|| format!("sources.{name}"))
 }

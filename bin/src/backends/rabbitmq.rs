@@ -1,7 +1,6 @@
 //! RabbitMQ (`queuebox-rabbitmq`, behind the `rabbitmq` feature): the publisher of `rabbitmq`
 //! destinations and the consumer of `rabbitmq` sources.
 
-use super::source::{SourceConsumer, SourceContext, StartedSource};
 use anyhow::Context as _;
 use queuebox_config::{
     DeliveryMode as ConfiguredDeliveryMode, Destination, ExchangeType as ConfiguredExchangeType,
@@ -54,18 +53,14 @@ pub async fn publisher(
     Ok(Arc::new(publisher))
 }
 
-/// Source `name`: a consumer of its queue that hands each message to the ingest pipeline and
-/// acknowledges it once the pipeline answered (the row committed). It connects when the workers
-/// start; a broker that is down, or a queue that is missing, shows in its health component
-/// `rabbitmq.<name>` until it is fixed.
+/// The client of source `name`, run by the source driver: a consumer of its queue that hands each
+/// message to the ingest pipeline and acknowledges it once the pipeline answered (the row
+/// committed). It connects when the workers start; a broker that is down, or a queue that is
+/// missing, shows in its health component `rabbitmq.<name>` until it is fixed.
 ///
 /// # Errors
 /// The URL or a setting is refused.
-pub fn source(
-    context: &SourceContext<'_>,
-    name: &str,
-    rabbitmq: &RabbitmqSourceConfig,
-) -> anyhow::Result<StartedSource> {
+pub fn client(name: &str, rabbitmq: &RabbitmqSourceConfig) -> anyhow::Result<RabbitmqSource> {
     let mut options = RabbitmqSourceOptions::new(
         name,
         Secret::new(rabbitmq.connection_url.expose().to_owned()),
@@ -74,9 +69,5 @@ pub fn source(
     options.prefetch_count = rabbitmq.prefetch_count;
     options.declare_queue = rabbitmq.declare_queue;
     options.connection_name = Some(format!("queuebox source {name}"));
-    let client = RabbitmqSource::new(options).with_context(|| format!("sources.{name}"))?;
-    Ok(StartedSource::Consumer(SourceConsumer::driven(
-        client,
-        Arc::clone(context.ingest),
-    )))
+    RabbitmqSource::new(options).with_context(|| format!("sources.{name}"))
 }

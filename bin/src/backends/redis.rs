@@ -2,9 +2,7 @@
 //! destinations and the consumer-group client of `redis` sources, run by the application's
 //! source driver.
 
-use super::source::{SourceConsumer, SourceContext, StartedSource};
 use anyhow::Context as _;
-use queuebox_application::source::SourceDriver;
 use queuebox_config::{Destination, RedisDestination, RedisSource as RedisSourceConfig, Settings};
 use queuebox_domain::secret::Secret;
 use queuebox_ports::publish::Publisher;
@@ -59,16 +57,13 @@ fn host_name() -> String {
         .unwrap_or_else(|| "queuebox".to_owned())
 }
 
-/// Source `name`: a consumer of its stream's group, driven by the source driver (store, ack after
-/// commit, hand-back, reconnect, health `redis.<name>`). It connects when the workers start.
+/// The client of source `name`: a consumer of its stream's group, run by the source driver (store,
+/// ack after commit, hand-back, reconnect, health `redis.<name>`). It connects when the workers
+/// start.
 ///
 /// # Errors
 /// `url` or a setting is refused.
-pub fn source(
-    context: &SourceContext<'_>,
-    name: &str,
-    redis: &RedisSourceConfig,
-) -> anyhow::Result<StartedSource> {
+pub fn client(name: &str, redis: &RedisSourceConfig) -> anyhow::Result<RedisSource> {
     let mut options = RedisSourceOptions::new(
         name,
         Secret::new(redis.url.expose().to_owned()),
@@ -81,11 +76,5 @@ pub fn source(
     options.claim_idle = redis.claim_idle;
     options.max_deliveries = redis.max_deliveries;
     options.dead_letter_stream = redis.dead_letter_stream.clone();
-    let client = RedisSource::new(options).with_context(|| format!("sources.{name}"))?;
-    let driver = SourceDriver::new(client, Arc::clone(context.ingest));
-    let health = Arc::new(driver.health());
-    Ok(StartedSource::Consumer(SourceConsumer::new(
-        health,
-        move |mut stop| async move { driver.run(async move { stop.stopped().await }).await },
-    )))
+    RedisSource::new(options).with_context(|| format!("sources.{name}"))
 }
