@@ -79,6 +79,66 @@ fn dead_of(table: &[Vec<String>], topic: &str) -> Option<String> {
         .and_then(|row| row.get(4).cloned())
 }
 
+/// A test's configuration: data and management `ports`, the console behind the token, the
+/// destinations `billing` (topics matching `billing_topics`) and `audit` (the rest) at `target`,
+/// and the YAML blocks of `extra`.
+fn config(
+    db: &TestDatabase,
+    (port, management): (u16, u16),
+    target: &str,
+    billing_topics: &str,
+    extra: &str,
+) -> String {
+    format!(
+        "server:\n  httpPort: {port}\n  managementPort: {management}\n\
+         database:\n  url: {url}\n  username: {user}\n  password: {password}\n  startupTimeoutMs: 10000\n\
+         {extra}\
+         admin:\n  enabled: true\n  auth:\n    token: {TOKEN}\n  console:\n    enabled: true\n\
+         destinations:\n  billing:\n    type: http\n    baseUrl: {target}\n  audit:\n    type: http\n    baseUrl: {target}\n\
+         routes:\n  - topicPattern: \"{billing_topics}\"\n    destination: billing\n  - topicPattern: \"**\"\n    destination: audit\n",
+        url = db.jdbc_url(),
+        user = db.user,
+        password = db.password,
+    )
+}
+
+/// Signs in with the token as the sign-in form does; the session cookie and the CSRF token the
+/// dead-outbox page carries.
+async fn sign_in(http: &reqwest::Client, base: &str) -> (String, String) {
+    let login = http
+        .post(format!("{base}/console/login"))
+        .header("origin", base)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(format!("credential={TOKEN}"))
+        .send()
+        .await
+        .expect("login");
+    assert_eq!(login.status().as_u16(), 303);
+    let cookie = login
+        .headers()
+        .get("set-cookie")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .expect("a session cookie")
+        .to_owned();
+    let page = http
+        .get(format!("{base}/console/dead/outbox"))
+        .header("cookie", &cookie)
+        .send()
+        .await
+        .expect("GET")
+        .text()
+        .await
+        .expect("page");
+    let csrf = page
+        .split("name=\"csrf\" value=\"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .expect("a CSRF token in the form")
+        .to_owned();
+    (cookie, csrf)
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn the_console_in_headless_chromium() {
     let shots = screenshots();
@@ -86,17 +146,12 @@ async fn the_console_in_headless_chromium() {
     let receiver = Receiver::start(Policy::status(500)).await;
     let port = free_port();
     let management = free_port();
-    let yaml = format!(
-        "server:\n  httpPort: {port}\n  managementPort: {management}\n\
-         database:\n  url: {url}\n  username: {user}\n  password: {password}\n  startupTimeoutMs: 10000\n\
-         outbox:\n  pollIntervalMs: 100\n  retryBaseDelayMs: 0\n\
-         admin:\n  enabled: true\n  auth:\n    token: {TOKEN}\n  console:\n    enabled: true\n\
-         destinations:\n  billing:\n    type: http\n    baseUrl: {target}\n  audit:\n    type: http\n    baseUrl: {target}\n\
-         routes:\n  - topicPattern: \"order.*\"\n    destination: billing\n  - topicPattern: \"**\"\n    destination: audit\n",
-        url = db.jdbc_url(),
-        user = db.user,
-        password = db.password,
-        target = receiver.url(),
+    let yaml = config(
+        &db,
+        (port, management),
+        &receiver.url(),
+        "order.*",
+        "outbox:\n  pollIntervalMs: 100\n  retryBaseDelayMs: 0\n",
     );
     let mut qb = Launch::with_config(&yaml).spawn(&[]);
     qb.wait_live(management, START).await;
@@ -217,37 +272,7 @@ async fn the_console_in_headless_chromium() {
 
     // CSRF: sign in with a plain client, then POST a replay without the token and from another
     // origin; both refused and nothing moves. With both, the confirmation page comes back.
-    let login = http
-        .post(format!("{base}/console/login"))
-        .header("origin", &base)
-        .header("content-type", "application/x-www-form-urlencoded")
-        .body(format!("credential={TOKEN}"))
-        .send()
-        .await
-        .expect("login");
-    assert_eq!(login.status().as_u16(), 303);
-    let cookie = login
-        .headers()
-        .get("set-cookie")
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.split(';').next())
-        .expect("a session cookie")
-        .to_owned();
-    let page = http
-        .get(format!("{base}/console/dead/outbox"))
-        .header("cookie", &cookie)
-        .send()
-        .await
-        .expect("GET")
-        .text()
-        .await
-        .expect("page");
-    let csrf = page
-        .split("name=\"csrf\" value=\"")
-        .nth(1)
-        .and_then(|rest| rest.split('"').next())
-        .expect("a CSRF token in the form")
-        .to_owned();
+    let (cookie, csrf) = sign_in(&http, &base).await;
     let post = |origin: &str, body: String| {
         http.post(format!("{base}/console/dead/outbox/replay"))
             .header("cookie", &cookie)
@@ -532,4 +557,250 @@ async fn the_console_in_headless_chromium() {
     qb.terminate();
     let _ = qb.wait_exit(Duration::from_secs(10)).await;
     db.drop_database().await;
+}
+
+/// One view of the timing test: a name and the path (with its query) below the management port.
+struct View {
+    name: &'static str,
+    path: String,
+}
+
+/// The median and the slowest of `times`.
+fn p50_max(times: &mut [Duration]) -> (Duration, Duration) {
+    times.sort();
+    (times[times.len() / 2], times[times.len() - 1])
+}
+
+/// Every view at 1M outbox and 1M inbox rows, timed through HTTP (11 requests each after one to
+/// warm up). Slow to seed (one to two minutes) and only meaningful with an optimised binary on a
+/// quiet machine, so run by hand:
+///
+/// ```text
+/// cargo build --release -p queuebox
+/// QB_TEST_QUEUEBOX=$CARGO_TARGET_DIR/release/queuebox \
+///   cargo test -p queuebox-tests --test console -- --ignored --nocapture
+/// ```
+///
+/// The pending rows are due in a day and the processing rows hold a lease of a day, so the running
+/// dispatcher leaves the state mix as seeded; the inbox relay is off.
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "fills a million rows in each table (one to two minutes); run by hand with a release binary"]
+async fn every_view_at_one_million_rows() {
+    let db = TestDatabase::create().await;
+    let receiver = Receiver::start(Policy::status(200)).await;
+    let port = free_port();
+    let management = free_port();
+    let yaml = config(
+        &db,
+        (port, management),
+        &receiver.url(),
+        "topic.1*",
+        "inbox:\n  relay:\n    enabled: false\n",
+    );
+    let mut qb = Launch::with_config(&yaml).spawn(&[]);
+    qb.wait_live(management, START).await;
+    // States by g % 997, topics, keys and sources by other moduli: every topic holds rows of
+    // every state, spread over the whole table. About 940k sent, 25k pending, 5k processing, 30k
+    // dead outbox rows (50 topics, 200-byte payloads); 980k processed, 8k pending (pull), 2k
+    // processing, 10k dead inbox rows (5 sources). Row g was created g seconds ago.
+    db.execute(
+        "INSERT INTO outbox (topic, key, payload, headers, state, last_error, created_at, updated_at, \
+                             scheduled_at, claimed_at, lease_expires_at) \
+         SELECT 'topic.' || (g % 50), 'key-' || (g % 10000), jsonb_build_object('n', g, 'text', repeat('p', 200)), \
+                '{\"content-type\":\"application/json\"}'::jsonb, \
+                CASE WHEN g % 997 < 937 THEN 'sent' WHEN g % 997 < 962 THEN 'pending' \
+                     WHEN g % 997 < 967 THEN 'processing' ELSE 'dead' END, \
+                CASE WHEN g % 997 >= 967 THEN 'HTTP ' || (500 + g % 4) || ' from receiver' END, \
+                now() - g * interval '1 second', now() - g * interval '1 second', now() + interval '1 day', \
+                CASE WHEN g % 997 BETWEEN 962 AND 966 THEN now() END, \
+                CASE WHEN g % 997 BETWEEN 962 AND 966 THEN now() + interval '1 day' END \
+           FROM generate_series(1, 1000000) AS g",
+    )
+    .await;
+    db.execute(
+        "INSERT INTO inbox (source, idempotency_key, payload, state, consumption, correlation_id, \
+                            last_error, created_at, claimed_at, lease_expires_at) \
+         SELECT 'source' || (g % 5), 'evt-' || g, jsonb_build_object('n', g), \
+                CASE WHEN g % 997 < 977 THEN 'processed' WHEN g % 997 < 985 THEN 'pending' \
+                     WHEN g % 997 < 987 THEN 'processing' ELSE 'dead' END, \
+                CASE WHEN g % 997 BETWEEN 977 AND 984 THEN 'pull' ELSE 'push' END, \
+                'corr-' || g, CASE WHEN g % 997 >= 987 THEN 'no route' END, now() - g * interval '1 second', \
+                CASE WHEN g % 997 BETWEEN 985 AND 986 THEN now() END, \
+                CASE WHEN g % 997 BETWEEN 985 AND 986 THEN now() + interval '1 day' END \
+           FROM generate_series(1, 1000000) AS g",
+    )
+    .await;
+    db.execute("VACUUM ANALYZE outbox").await;
+    db.execute("VACUUM ANALYZE inbox").await;
+    let sql = db.pool().await;
+    let outbox_id: Uuid = sqlx::query_scalar("SELECT id FROM outbox WHERE state = 'dead' LIMIT 1")
+        .fetch_one(&sql)
+        .await
+        .expect("a dead outbox row");
+    let inbox_id: Uuid = sqlx::query_scalar("SELECT id FROM inbox WHERE state = 'dead' LIMIT 1")
+        .fetch_one(&sql)
+        .await
+        .expect("a dead inbox row");
+
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .expect("HTTP client");
+    let base = format!("http://127.0.0.1:{management}");
+    let get = |path: String| {
+        http.get(format!("{base}{path}"))
+            .header("authorization", format!("Bearer {TOKEN}"))
+            .send()
+    };
+    // The second page's link, as the first page writes it.
+    let first = get("/console/dead/outbox".to_owned())
+        .await
+        .expect("GET")
+        .text()
+        .await
+        .expect("page");
+    let next = first
+        .split("id=\"next\" href=\"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .expect("a next-page link")
+        .replace("&amp;", "&");
+    let day_ago: String = sqlx::query_scalar(
+        "SELECT to_char((now() - interval '1 day') AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI')",
+    )
+    .fetch_one(&sql)
+    .await
+    .expect("a time a day ago");
+    let views = [
+        ("overview", "/console".to_owned()),
+        ("overview refresh", "/console/overview.part".to_owned()),
+        ("dead outbox, no filter", "/console/dead/outbox".to_owned()),
+        ("dead outbox, next page", next),
+        (
+            "dead outbox, one topic",
+            "/console/dead/outbox?topic=topic.7".to_owned(),
+        ),
+        (
+            "dead outbox, a destination (11 topics)",
+            "/console/dead/outbox?destination=billing".to_owned(),
+        ),
+        (
+            "dead outbox, one key",
+            "/console/dead/outbox?key=key-977".to_owned(),
+        ),
+        (
+            "dead outbox, error text matching nothing",
+            "/console/dead/outbox?error=no+such+failure".to_owned(),
+        ),
+        (
+            "dead outbox, created in the last day",
+            format!("/console/dead/outbox?from={day_ago}"),
+        ),
+        ("outbox row detail", format!("/console/outbox/{outbox_id}")),
+        ("dead inbox, no filter", "/console/dead/inbox".to_owned()),
+        (
+            "dead inbox, one source",
+            "/console/dead/inbox?source=source4".to_owned(),
+        ),
+        ("inbox row detail", format!("/console/inbox/{inbox_id}")),
+        (
+            "lookup by id",
+            format!("/console/lookup?by=id&q={inbox_id}"),
+        ),
+        (
+            "lookup by idempotency key",
+            "/console/lookup?by=key&q=evt-777".to_owned(),
+        ),
+        (
+            "lookup by correlation id",
+            "/console/lookup?by=correlation&q=corr-777".to_owned(),
+        ),
+    ]
+    .map(|(name, path)| View { name, path });
+
+    let mut report = String::from("view | p50 ms | max ms (11 requests)\n");
+    let mut slow = Vec::new();
+    for view in &views {
+        let mut times = Vec::new();
+        for round in 0..12 {
+            let start = std::time::Instant::now();
+            let answer = get(view.path.clone()).await.expect("GET");
+            let status = answer.status().as_u16();
+            let body = answer.text().await.expect("body");
+            let took = start.elapsed();
+            assert_eq!(status, 200, "{}: {body}", view.name);
+            if round > 0 {
+                times.push(took);
+            }
+        }
+        let (p50, max) = p50_max(&mut times);
+        report.push_str(&format!(
+            "{} | {:.1} | {:.1}\n",
+            view.name,
+            p50.as_secs_f64() * 1000.0,
+            max.as_secs_f64() * 1000.0
+        ));
+        if p50 >= Duration::from_millis(300) {
+            slow.push((view.name, p50));
+        }
+    }
+
+    // The replay confirmation of "all matching" counts the rows: a POST with the session's token.
+    let (cookie, csrf) = sign_in(&http, &base).await;
+    let mut times = Vec::new();
+    for round in 0..12 {
+        let start = std::time::Instant::now();
+        let answer = http
+            .post(format!("{base}/console/dead/outbox/replay"))
+            .header("cookie", &cookie)
+            .header("origin", &base)
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(format!("csrf={csrf}&scope=matching&destination=billing"))
+            .send()
+            .await
+            .expect("POST");
+        let status = answer.status().as_u16();
+        let body = answer.text().await.expect("body");
+        let took = start.elapsed();
+        assert_eq!(status, 200, "{body}");
+        assert!(body.contains("id=\"confirm-count\">"), "{body}");
+        if round > 0 {
+            times.push(took);
+        }
+    }
+    let (p50, max) = p50_max(&mut times);
+    report.push_str(&format!(
+        "replay confirmation, a destination | {:.1} | {:.1}\n",
+        p50.as_secs_f64() * 1000.0,
+        max.as_secs_f64() * 1000.0
+    ));
+    if p50 >= Duration::from_millis(300) {
+        slow.push(("replay confirmation", p50));
+    }
+    println!("{report}");
+    if let Some(path) = std::env::var_os("QB_CONSOLE_TIMES") {
+        std::fs::write(path, &report).expect("write the times");
+    }
+    assert_eq!(
+        states_mix(&sql).await,
+        (25_075, 5_015, 30_090),
+        "the dispatcher left the seeded states alone"
+    );
+
+    sql.close().await;
+    qb.terminate();
+    let _ = qb.wait_exit(Duration::from_secs(10)).await;
+    db.drop_database().await;
+    assert!(slow.is_empty(), "median over 300 ms: {slow:?}");
+}
+
+/// Pending, processing and dead outbox rows.
+async fn states_mix(sql: &PgPool) -> (i64, i64, i64) {
+    sqlx::query_as(
+        "SELECT count(*) FILTER (WHERE state = 'pending'), count(*) FILTER (WHERE state = 'processing'), \
+                count(*) FILTER (WHERE state = 'dead') FROM outbox",
+    )
+    .fetch_one(sql)
+    .await
+    .expect("count states")
 }

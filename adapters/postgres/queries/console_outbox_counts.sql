@@ -1,7 +1,11 @@
 -- Console overview: pending, processing and dead outbox rows per topic, and the age of the oldest
--- pending row of each topic. Three branches so each state is read through its own partial index
--- (idx_outbox_pending_scheduled, idx_outbox_processing_claimed, idx_outbox_finished_updated); sent
--- rows, usually most of the table, are never read.
+-- pending row of each topic. One part per state, each written with the predicate of the partial
+-- index that holds exactly that state's rows, so sent rows, usually most of the table, are never
+-- read, and no index exists for this count alone:
+-- - pending: idx_outbox_pending_scheduled (the claim's index), then the table page of each
+--   pending row for its topic and creation time;
+-- - processing: idx_outbox_processing_claimed (the reclaim's index; as many rows as are in flight);
+-- - dead: idx_outbox_dead_topic (V16, dead rows only), an index-only scan.
 SELECT o.{outbox.topic} AS grp, 'pending' AS state, count(*) AS n,
        EXTRACT(EPOCH FROM (now() - min(o.{outbox.createdAt})))::float8 AS oldest
   FROM {outbox} o

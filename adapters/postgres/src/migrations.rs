@@ -54,7 +54,7 @@ macro_rules! migration {
     };
 }
 
-static MIGRATIONS: [Migration; 15] = [
+static MIGRATIONS: [Migration; 16] = [
     migration!(
         1,
         "V1__create_outbox.sql",
@@ -162,6 +162,11 @@ static MIGRATIONS: [Migration; 15] = [
         15,
         "V15__add_inbox_push_aggregate_index.sql",
         [Index("idx_inbox_push_pending_aggregate")]
+    ),
+    migration!(
+        16,
+        "V16__add_outbox_dead_topic_index.sql",
+        [Index("idx_outbox_dead_topic")]
     ),
 ];
 

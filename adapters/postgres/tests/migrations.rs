@@ -213,6 +213,11 @@ fn expected_outbox_indexes() -> Vec<(String, String)> {
             "idx_outbox_finished_updated",
             "CREATE INDEX idx_outbox_finished_updated ON public.outbox USING btree (state, updated_at, id) WHERE ((state)::text = ANY ((ARRAY['sent'::character varying, 'dead'::character varying])::text[]))",
         ),
+        // V16, a QueueBox addition: the dead rows by topic (the console's counts and filters).
+        (
+            "idx_outbox_dead_topic",
+            "CREATE INDEX idx_outbox_dead_topic ON public.outbox USING btree (topic, created_at) WHERE ((state)::text = 'dead'::text)",
+        ),
     ])
 }
 
@@ -375,7 +380,7 @@ async fn two_processes_preparing_at_once_apply_each_version_once() {
 async fn a_schema_applied_by_hand_is_baselined_not_rerun() {
     let db = TestDb::create().await;
     // Every bundled file by hand, V12 included.
-    db.apply_by_hand(15).await;
+    db.apply_by_hand(16).await;
     db.exec("INSERT INTO outbox (topic, payload) VALUES ('t', '{}')")
         .await;
 
@@ -432,7 +437,7 @@ async fn a_database_with_v1_to_v10_by_hand_gets_only_v11_which_numbers_rows_in_c
         .await
         .expect("connect");
     let report = database.migrate().await.expect("migrate");
-    assert_eq!(report.applied, [11, 12, 13, 14, 15]);
+    assert_eq!(report.applied, [11, 12, 13, 14, 15, 16]);
     assert_eq!(report.baselined, (1..=10).collect::<Vec<_>>());
     database.prepare().await.expect("prepare");
     assert_documented_schema(&db).await;
@@ -471,7 +476,7 @@ async fn v11_accepts_a_sequence_column_added_with_the_guard_statement() {
         .migrate()
         .await
         .expect("migrate over an identity column");
-    assert_eq!(report.applied, [11, 12, 13, 14, 15]);
+    assert_eq!(report.applied, [11, 12, 13, 14, 15, 16]);
     database.prepare().await.expect("prepare");
     let mut session = db.session().await;
     sqlx::query("INSERT INTO outbox (topic, payload) VALUES ('t', '{}')")
@@ -499,7 +504,7 @@ async fn a_partly_applied_version_is_completed() {
         .expect("connect");
     let report = database.migrate().await.expect("migrate");
     assert_eq!(report.baselined, [1, 2, 3, 4, 5]);
-    assert_eq!(report.applied, [6, 7, 8, 9, 10, 11, 12, 13, 14, 15]);
+    assert_eq!(report.applied, [6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16]);
     assert_documented_schema(&db).await;
     database.close().await;
     db.drop_now().await;
@@ -592,7 +597,7 @@ async fn the_eleven_documented_files_by_hand_get_only_the_claim_indexes_added() 
         .expect("connect");
     let report = database.migrate().await.expect("migrate");
     assert_eq!(report.baselined, (1..=11).collect::<Vec<_>>());
-    assert_eq!(report.applied, [12, 13, 14, 15]);
+    assert_eq!(report.applied, [12, 13, 14, 15, 16]);
     assert_documented_schema(&db).await;
     database.close().await;
     db.drop_now().await;
