@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -15,10 +16,12 @@ import psycopg
 from psycopg.rows import tuple_row
 
 from ._core import (
+    CLAIM_LOST_SQLSTATE,
     CLAIM_SETTINGS,
     SCHEMA_HINT,
     Claimed,
     claim_params,
+    complete_or_fail,
     decide,
     decode,
     failure_params,
@@ -100,11 +103,15 @@ class AsyncConninfoPool:
             await conn.close()
 
 
+_IDLE = psycopg.pq.TransactionStatus.IDLE
+_INERROR = psycopg.pq.TransactionStatus.INERROR
+
+
 class _Abandoned(Exception):
     pass
 
 
-class _ClaimLost(Exception):
+class _Failed(Exception):
     pass
 
 
@@ -116,19 +123,23 @@ class _Held:
     lost: bool = False
     finished: bool = False
     renewing: bool = False
+    # The first renewal is a timer; its task starts only when the timer fires, so a row handled
+    # within a third of the lease never gets a task of its own.
+    timer: asyncio.TimerHandle | None = None
     renewal: asyncio.Task[None] | None = None
     task: asyncio.Task[None] | None = None
 
 
 @dataclass(eq=False)
 class _Run:
-    changed: asyncio.Condition = field(default_factory=asyncio.Condition)
     held: set[_Held] = field(default_factory=set)
     waiting: collections.deque[_Held] = field(default_factory=collections.deque)
     running: set[_Held] = field(default_factory=set)
     consumers: set[asyncio.Task[None]] = field(default_factory=set)
     stopping: bool = False
     stop: asyncio.Event | None = None
+    # Set while the claim loop waits; a finished row, a lost lease or the stop resolves it.
+    wake: asyncio.Future[None] | None = None
 
 
 class AsyncInboxWorker:
@@ -155,6 +166,7 @@ class AsyncInboxWorker:
             raise InboxError("queuebox: AsyncInboxWorker needs InboxOptions")
         self._options = options
         self._sql = render_statements(options.schema)
+        self._complete = complete_or_fail(self._sql.complete.text)
         self._stop: asyncio.Event | None = None
         self._running = False
 
@@ -200,10 +212,12 @@ class AsyncInboxWorker:
     async def _loop(self, handler: AsyncHandler, stop: asyncio.Event) -> None:
         o = self._options
         run = _Run(stop=stop)
+        loop = asyncio.get_running_loop()
+        watcher = asyncio.create_task(_wake_on(stop, run))
         try:
             while not stop.is_set():
                 if len(run.held) > o.max_concurrency:
-                    await _wait_changed(run, stop, None)
+                    await _wait_changed(run, None)
                     continue
                 rows: list[Claimed] = []
                 try:
@@ -216,10 +230,11 @@ class AsyncInboxWorker:
                             "inbox claim failed; waiting before the next claim",
                             error=error,
                         )
+                every = o.lease / 3
                 now = time.monotonic()
                 for claimed in rows:
-                    held = _Held(claimed=claimed, next_renewal=now + o.lease / 3)
-                    held.renewal = asyncio.create_task(self._keep_lease(run, held))
+                    held = _Held(claimed=claimed, next_renewal=now + every)
+                    held.timer = loop.call_later(every, self._start_renewal, run, held)
                     run.held.add(held)
                     run.waiting.append(held)
                 while (
@@ -231,9 +246,10 @@ class AsyncInboxWorker:
                     run.consumers.add(task)
                     task.add_done_callback(run.consumers.discard)
                 if not rows:
-                    await _wait_changed(run, stop, o.poll_interval)
+                    await _wait_changed(run, o.poll_interval)
         finally:
             run.stopping = True
+            watcher.cancel()
             # Rows still waiting for a handler slot are handed back at once.
             while run.waiting:
                 held = run.waiting.popleft()
@@ -253,17 +269,21 @@ class AsyncInboxWorker:
                     for held in list(run.running):
                         self._cancel(held)
                     await asyncio.wait(pending)
+            await asyncio.gather(watcher, return_exceptions=True)
 
     async def _claim(self, want: int) -> list[Claimed]:
-        # One round trip in pipeline mode: BEGIN, the settings, the claim and COMMIT go together,
-        # and the rows are read once the commit is answered.
+        # One round trip: BEGIN, the settings, the claim and COMMIT go together in pipeline
+        # mode, and the rows are read once the commit is answered.
         async with self._source.connection() as conn:
             cur = conn.cursor(row_factory=tuple_row)
-            async with conn.pipeline(), conn.transaction():
+
+            async def statements() -> None:
                 await conn.execute(CLAIM_SETTINGS, prepare=True)
                 await cur.execute(
                     self._sql.claim.text, claim_params(self._options, want), prepare=True
                 )
+
+            await _in_one_trip(conn, statements)
             rows = await cur.fetchall()
         return decode(rows)
 
@@ -271,6 +291,11 @@ class AsyncInboxWorker:
         held.cancelled.set()
         if held.task is not None:
             held.task.cancel()
+
+    def _start_renewal(self, run: _Run, held: _Held) -> None:
+        held.timer = None
+        if not held.finished:
+            held.renewal = asyncio.create_task(self._keep_lease(run, held))
 
     async def _keep_lease(self, run: _Run, held: _Held) -> None:
         # Renews every third of the lease; a renewal that changes no row, or fails, cancels.
@@ -284,17 +309,18 @@ class AsyncInboxWorker:
             held.renewing = True
             try:
                 async with self._source.connection() as conn:
+                    cur = conn.cursor()
+
+                    async def renew(cur: psycopg.AsyncCursor[Any] = cur) -> None:
+                        params = {
+                            "id": held.claimed.message.id,
+                            "token": held.claimed.token,
+                            "lease_ms": o.lease_ms,
+                        }
+                        await cur.execute(self._sql.renew.text, params, prepare=True)
+
                     # One round trip: BEGIN, the renewal and COMMIT in pipeline mode.
-                    async with conn.pipeline(), conn.transaction():
-                        cur = await conn.execute(
-                            self._sql.renew.text,
-                            {
-                                "id": held.claimed.message.id,
-                                "token": held.claimed.token,
-                                "lease_ms": o.lease_ms,
-                            },
-                            prepare=True,
-                        )
+                    await _in_one_trip(conn, renew)
                     if cur.rowcount != 1:
                         reason = "the renewal found no row: another worker owns it"
             except psycopg.Error as error:
@@ -314,11 +340,14 @@ class AsyncInboxWorker:
                     reason=reason,
                 )
                 self._cancel(held)
-                await _notify(run)
+                _notify(run)
                 return
 
     async def _end_renewal(self, held: _Held) -> None:
         held.finished = True
+        if held.timer is not None:
+            held.timer.cancel()
+            held.timer = None
         renewal = held.renewal
         if renewal is not None and renewal is not asyncio.current_task():
             # A renewal in flight finishes (the row lock would make it wait for our commit and
@@ -331,7 +360,7 @@ class AsyncInboxWorker:
         await self._end_renewal(held)
         run.held.discard(held)
         run.running.discard(held)
-        await _notify(run)
+        _notify(run)
 
     async def _consume(self, run: _Run, handler: AsyncHandler) -> None:
         # The stop is checked here too: a slot can free up before the claim loop sees the stop,
@@ -363,66 +392,10 @@ class AsyncInboxWorker:
 
     async def _handle(self, held: _Held, handler: AsyncHandler) -> None:
         o = self._options
-        claimed = held.claimed
-        message = claimed.message
-        failure: BaseException | None = None
+        message = held.claimed.message
         try:
             async with self._source.connection() as conn:
-                try:
-                    async with conn.transaction() as tx:
-                        context = AsyncHandlerContext(conn, tx, held.cancelled)
-                        held.task = asyncio.create_task(_call(handler, message, context))
-                        await asyncio.wait({held.task})
-                        task, held.task = held.task, None
-                        if task.cancelled() or held.cancelled.is_set():
-                            await self._end_renewal(held)
-                            raise _Abandoned()
-                        error = task.exception()
-                        if error is not None:
-                            failure = error
-                            raise _Failed()
-                        await self._end_renewal(held)
-                        if held.cancelled.is_set():
-                            raise _Abandoned()
-                        cur = await conn.execute(
-                            self._sql.complete.text,
-                            {"id": message.id, "token": claimed.token},
-                            prepare=True,
-                        )
-                        if cur.rowcount != 1:
-                            raise _ClaimLost()
-                except _Abandoned:
-                    log(
-                        o,
-                        logging.WARNING,
-                        "inbox handler cancelled; its writes rolled back and nothing written for "
-                        "the row",
-                        id=message.id,
-                    )
-                    return
-                except _ClaimLost:
-                    log(
-                        o,
-                        logging.WARNING,
-                        "completion found no row: claim lost, handler writes rolled back",
-                        id=message.id,
-                    )
-                    return
-                except _Failed:
-                    await self._end_renewal(held)
-                    if failure is not None and not held.cancelled.is_set():
-                        await self._fail(conn, claimed, failure)
-                    return
-                except psycopg.Error as error:
-                    log(
-                        o,
-                        logging.WARNING,
-                        "completion failed; handler writes rolled back, the row returns after "
-                        "its lease",
-                        id=message.id,
-                        error=error,
-                    )
-                    return
+                await self._handle_on(conn, held, handler)
         except psycopg.Error as error:
             log(
                 o,
@@ -432,15 +405,105 @@ class AsyncInboxWorker:
                 error=error,
             )
 
+    async def _handle_on(
+        self, conn: psycopg.AsyncConnection[Any], held: _Held, handler: AsyncHandler
+    ) -> None:
+        o = self._options
+        claimed = held.claimed
+        message = claimed.message
+        failure: BaseException | None = None
+        try:
+            try:
+                await self._run_and_complete(conn, held, handler)
+            except _Failed as failed:
+                failure = failed.__cause__
+                raise
+        except _Abandoned:
+            log(
+                o,
+                logging.WARNING,
+                "inbox handler cancelled; its writes rolled back and nothing written for the row",
+                id=message.id,
+            )
+        except _Failed:
+            await self._end_renewal(held)
+            if failure is not None and not held.cancelled.is_set():
+                await self._fail(conn, claimed, failure)
+        except psycopg.Error as error:
+            lost = (
+                error.sqlstate == CLAIM_LOST_SQLSTATE and conn.info.transaction_status == _INERROR
+            )
+            # The completion failed inside the open transaction (the COMMIT behind it was
+            # skipped): end the transaction here, so the connection goes back clean.
+            if not conn.closed and conn.info.transaction_status != _IDLE:
+                with contextlib.suppress(psycopg.Error):
+                    await conn.rollback()
+            if lost:
+                log(
+                    o,
+                    logging.WARNING,
+                    "completion found no row: claim lost, handler writes rolled back",
+                    id=message.id,
+                )
+            else:
+                log(
+                    o,
+                    logging.WARNING,
+                    "completion failed; handler writes rolled back, the row returns after its "
+                    "lease",
+                    id=message.id,
+                    error=error,
+                )
+
+    async def _run_and_complete(
+        self, conn: psycopg.AsyncConnection[Any], held: _Held, handler: AsyncHandler
+    ) -> None:
+        """BEGIN, the handler in its own task, then the completion and COMMIT in one round trip.
+
+        Raises _Abandoned (cancelled), _Failed from the handler's error, or the psycopg error of
+        BEGIN, the completion or the COMMIT; the handler's writes are rolled back in each case.
+        """
+        claimed = held.claimed
+        block = conn.transaction()
+        tx = await block.__aenter__()
+        handed_over = False
+        try:
+            context = AsyncHandlerContext(conn, tx, held.cancelled)
+            task = asyncio.create_task(_call(handler, claimed.message, context))
+            held.task = task
+            await asyncio.wait((task,))
+            held.task = None
+            if task.cancelled() or held.cancelled.is_set():
+                await self._end_renewal(held)
+                raise _Abandoned()
+            error = task.exception()
+            if error is not None:
+                raise _Failed() from error
+            await self._end_renewal(held)
+            if held.cancelled.is_set():
+                raise _Abandoned()
+            params = {"id": claimed.message.id, "token": claimed.token}
+            async with conn.pipeline():
+                await conn.execute(self._complete, params, prepare=True)
+                # The transaction block ends here: its COMMIT is queued behind the completion
+                # and both are answered when the pipeline syncs on leaving this block.
+                handed_over = True
+                await block.__aexit__(None, None, None)
+        except BaseException as error:
+            if not handed_over:
+                await block.__aexit__(type(error), error, error.__traceback__)
+            raise
+
     async def _release(self, held: _Held) -> None:
         await self._end_renewal(held)
         try:
-            async with self._source.connection() as conn, conn.transaction():
-                await conn.execute(
-                    self._sql.release.text,
-                    {"id": held.claimed.message.id, "token": held.claimed.token},
-                    prepare=True,
-                )
+            async with self._source.connection() as conn:
+
+                async def release() -> None:
+                    params = {"id": held.claimed.message.id, "token": held.claimed.token}
+                    await conn.execute(self._sql.release.text, params, prepare=True)
+
+                await _in_one_trip(conn, release)
         except Exception as error:  # noqa: BLE001 - logged
             log(
                 self._options,
@@ -467,11 +530,15 @@ class AsyncInboxWorker:
         if message.correlation_id is not None:
             fields["correlation_id"] = message.correlation_id
         statement = self._sql.dead if dead else self._sql.retry
+        cur = conn.cursor()
+
+        async def record() -> None:
+            await cur.execute(statement.text, failure_params(claimed, action, text), prepare=True)
+
         try:
-            async with conn.transaction():
-                cur = await conn.execute(
-                    statement.text, failure_params(claimed, action, text), prepare=True
-                )
+            # One round trip: a row the statement does not find (claim lost) changes nothing,
+            # so the COMMIT can go with it.
+            await _in_one_trip(conn, record)
         except psycopg.Error as error:
             log(
                 o,
@@ -492,30 +559,58 @@ class AsyncInboxWorker:
             )
 
 
-class _Failed(Exception):
-    pass
+async def _in_one_trip(
+    conn: psycopg.AsyncConnection[Any], statements: Callable[[], Awaitable[None]]
+) -> None:
+    """BEGIN, the statements ``statements`` runs, and COMMIT, in one round trip.
+
+    Pipeline mode with explicit BEGIN and COMMIT, on the connection in autocommit mode for the
+    moment (psycopg's own transaction start would wait for the BEGIN's answer first). When any
+    statement fails, the server skips the rest, and the transaction is rolled back here.
+    """
+    restore = not conn.autocommit
+    if restore:
+        await conn.set_autocommit(True)
+    try:
+        async with conn.pipeline():
+            await conn.execute("BEGIN")
+            await statements()
+            await conn.execute("COMMIT")
+    except BaseException:
+        if not conn.closed and conn.info.transaction_status != _IDLE:
+            with contextlib.suppress(psycopg.Error):
+                await conn.rollback()
+        raise
+    finally:
+        if restore and not conn.closed:
+            with contextlib.suppress(psycopg.Error):
+                await conn.set_autocommit(False)
 
 
 async def _call(handler: AsyncHandler, message: InboxMessage, context: AsyncHandlerContext) -> None:
     await handler(message, context)
 
 
-async def _notify(run: _Run) -> None:
-    async with run.changed:
-        run.changed.notify_all()
+def _notify(run: _Run) -> None:
+    wake = run.wake
+    if wake is not None and not wake.done():
+        wake.set_result(None)
 
 
-async def _wait_changed(run: _Run, stop: asyncio.Event, timeout: float | None) -> None:
-    """Waits until a held row finishes, ``stop`` is set, or ``timeout`` seconds pass."""
+async def _wake_on(stop: asyncio.Event, run: _Run) -> None:
+    await stop.wait()
+    _notify(run)
 
-    async def changed() -> None:
-        async with run.changed:
-            await run.changed.wait()
 
-    waits = [asyncio.ensure_future(changed()), asyncio.ensure_future(stop.wait())]
+async def _wait_changed(run: _Run, timeout: float | None) -> None:
+    """Waits until a held row finishes, a lease is lost, the stop is set, or ``timeout`` passes."""
+    loop = asyncio.get_running_loop()
+    wake: asyncio.Future[None] = loop.create_future()
+    run.wake = wake
+    timer = loop.call_later(timeout, _notify, run) if timeout is not None else None
     try:
-        await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        await wake
     finally:
-        for w in waits:
-            w.cancel()
-        await asyncio.gather(*waits, return_exceptions=True)
+        run.wake = None
+        if timer is not None:
+            timer.cancel()

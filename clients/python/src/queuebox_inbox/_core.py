@@ -24,10 +24,27 @@ CLAIM_SETTINGS = (
     "set_config('plan_cache_mode', 'force_generic_plan', true)"
 )
 
+CLAIM_LOST_SQLSTATE = "22012"
+"""What :func:`complete_or_fail` fails with when the completion changes no row: division by zero."""
+
 SCHEMA_HINT = (
     "queuebox: the inbox table lacks what this library needs (the V10 schema or later, which adds "
     "the headers column, and the mapped names of options.schema): "
 )
+
+
+def complete_or_fail(complete_text: str) -> str:
+    """The contract's completion as a statement that fails when it changes no row.
+
+    The contract says: exactly one row changed, commit; none, roll the whole transaction back. The
+    worker sends the completion and the COMMIT together in pipeline mode (one round trip instead of
+    two), so the answer to "how many rows" must stop the COMMIT by itself: when the completion
+    changes no row, the count is 0 and ``1 / 0`` fails the statement (SQLSTATE 22012), the server
+    skips the COMMIT queued behind it, and the worker rolls back. The UPDATE inside is the
+    contract's statement, unchanged.
+    """
+    update = complete_text.rstrip().rstrip(";")
+    return f"WITH done AS ({update} RETURNING 1) SELECT 1 / count(*) FROM done"
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import threading
 import time
@@ -292,9 +293,12 @@ class InboxWorker:
         # and the rows are read once the commit is answered.
         with self._source.connection() as conn:
             cur = conn.cursor(row_factory=tuple_row)
-            with conn.pipeline(), conn.transaction():
+
+            def statements() -> None:
                 conn.execute(CLAIM_SETTINGS, prepare=True)
                 cur.execute(self._sql.claim.text, claim_params(self._options, want), prepare=True)
+
+            _in_one_trip(conn, statements)
             rows = cur.fetchall()
         return decode(rows)
 
@@ -336,10 +340,12 @@ class InboxWorker:
                             "token": h.claimed.token,
                             "lease_ms": o.lease_ms,
                         }
+                        cur = conn.cursor()
                         try:
                             # One round trip: BEGIN, the renewal and COMMIT in pipeline mode.
-                            with conn.pipeline(), conn.transaction():
-                                cur = conn.execute(self._sql.renew.text, params, prepare=True)
+                            _in_one_trip(
+                                conn, functools.partial(_execute, cur, self._sql.renew.text, params)
+                            )
                             changed = cur.rowcount
                         except psycopg.Error as error:
                             lost.append((h, f"the renewal failed: {sanitize_error(error)}"))
@@ -508,12 +514,9 @@ class InboxWorker:
         # A row that never reached a handler goes back to the claims: pending again, same
         # attempt, fenced on the token. When this fails the row still returns, after its lease.
         try:
-            with self._source.connection() as conn, conn.transaction():
-                conn.execute(
-                    self._sql.release.text,
-                    {"id": held.claimed.message.id, "token": held.claimed.token},
-                    prepare=True,
-                )
+            with self._source.connection() as conn:
+                params = {"id": held.claimed.message.id, "token": held.claimed.token}
+                _in_one_trip(conn, lambda: _execute(conn.cursor(), self._sql.release.text, params))
         except Exception as error:  # noqa: BLE001 - logged
             log(
                 self._options,
@@ -538,11 +541,14 @@ class InboxWorker:
         if message.correlation_id is not None:
             fields["correlation_id"] = message.correlation_id
         statement = self._sql.dead if dead else self._sql.retry
+        cur = conn.cursor()
         try:
-            with conn.transaction():
-                changed = conn.execute(
-                    statement.text, failure_params(claimed, action, text), prepare=True
-                ).rowcount
+            # One round trip: a row the statement does not find (claim lost) changes nothing,
+            # so the COMMIT can go with it.
+            _in_one_trip(
+                conn, lambda: _execute(cur, statement.text, failure_params(claimed, action, text))
+            )
+            changed = cur.rowcount
         except psycopg.Error as error:
             log(
                 o,
@@ -561,3 +567,33 @@ class InboxWorker:
                 "claim lost before the failure could be recorded; the new owner has the row",
                 **fields,
             )
+
+
+def _execute(cur: psycopg.Cursor[Any], text: str, params: dict[str, Any]) -> None:
+    cur.execute(text, params, prepare=True)
+
+
+def _in_one_trip(conn: psycopg.Connection[Any], statements: Callable[[], None]) -> None:
+    """BEGIN, the statements ``statements`` runs, and COMMIT, in one round trip.
+
+    Pipeline mode with explicit BEGIN and COMMIT, on the connection in autocommit mode for the
+    moment (psycopg's own transaction start would wait for the BEGIN's answer first). When any
+    statement fails, the server skips the rest, and the transaction is rolled back here.
+    """
+    restore = not conn.autocommit
+    if restore:
+        conn.autocommit = True
+    try:
+        with conn.pipeline():
+            conn.execute("BEGIN")
+            statements()
+            conn.execute("COMMIT")
+    except BaseException:
+        if not conn.closed and conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+            with contextlib.suppress(psycopg.Error):
+                conn.rollback()
+        raise
+    finally:
+        if restore and not conn.closed:
+            with contextlib.suppress(psycopg.Error):
+                conn.autocommit = False
