@@ -42,6 +42,13 @@ type OutboxMessage struct {
 	MaxAttempts int
 	// ScheduledAt is the earliest delivery; the zero time takes the column default (now).
 	ScheduledAt time.Time
+	// TraceParent is the caller's W3C trace context ("00-<trace id>-<span id>-<flags>"), stored
+	// as the row's traceparent header so the delivery continues the caller's trace; a malformed
+	// one is refused. "" is none. With OpenTelemetry: inject the span of ctx into a
+	// propagation.MapCarrier and pass carrier["traceparent"] (or do it in the HeaderHook).
+	TraceParent string
+	// TraceState is the W3C tracestate going with TraceParent, stored as the tracestate header.
+	TraceState string
 }
 
 // OutboxSchema holds the table and column names the writer uses. DefaultOutboxSchema returns
@@ -214,8 +221,14 @@ func (w *OutboxWriter) prepare(ctx context.Context, m OutboxMessage) (string, []
 	for name, value := range m.Headers {
 		headers[name] = value
 	}
+	if err := putTraceContext(headers, m.TraceParent, m.TraceState); err != nil {
+		return "", nil, err
+	}
 	if w.hook != nil {
 		w.hook(ctx, headers)
+	}
+	if err := checkTraceHeaders(headers); err != nil {
+		return "", nil, err
 	}
 	if err := checkOutboxText("topic", m.Topic); err != nil {
 		return "", nil, err

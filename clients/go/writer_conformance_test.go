@@ -138,6 +138,12 @@ func outboxMessageOf(t *testing.T, w map[string]json.RawMessage) queuebox.Outbox
 			t.Fatalf("max_attempts: %v", err)
 		}
 	}
+	if raw, ok := w["traceparent"]; ok {
+		m.TraceParent = scenarioText(t, raw)
+	}
+	if raw, ok := w["tracestate"]; ok {
+		m.TraceState = scenarioText(t, raw)
+	}
 	if raw, ok := w["scheduled_in_ms"]; ok {
 		var ms int64
 		if err := json.Unmarshal(raw, &ms); err != nil {

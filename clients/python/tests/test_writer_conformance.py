@@ -68,7 +68,7 @@ def message_of(w: dict[str, Any]) -> OutboxMessage:
         fields["payload"] = str(text_field(w["payload_text"])).encode("utf-8")
     else:
         fields["payload"] = w["payload"]
-    for name in ("key", "aggregate_type", "headers", "max_attempts"):
+    for name in ("key", "aggregate_type", "headers", "max_attempts", "traceparent", "tracestate"):
         if name in w:
             fields[name] = text_field(w[name])
     if "scheduled_in_ms" in w:

@@ -11,7 +11,10 @@
 //! - the payload: JSON (any value), with no U+0000 in a string or member name (JSONB cannot hold
 //!   it); already-encoded bytes must be one JSON text;
 //! - headers: no U+0000 in a name or value;
-//! - max attempts: 1 to 2147483647 (the `INTEGER` column; 0 could never be delivered).
+//! - max attempts: 1 to 2147483647 (the `INTEGER` column; 0 could never be delivered);
+//! - the trace context ([`OutboxMessage::trace_context`], or `traceparent`/`tracestate` headers
+//!   from the caller or the hook): a valid W3C `traceparent`, and a valid `tracestate` only with
+//!   one.
 //!
 //! A refused message runs no SQL, so the transaction stays usable. Headers pass through as given;
 //! [`OutboxWriter::header_hook`] is where headers taken from the caller's context (a trace
@@ -130,6 +133,12 @@ pub struct OutboxMessage {
     pub max_attempts: Option<u32>,
     /// Deliver no earlier than this.
     pub scheduled_at: Option<DateTime<Utc>>,
+    /// The caller's W3C trace context (`00-<trace id>-<span id>-<flags>`), stored as the row's
+    /// `traceparent` header so the delivery continues the caller's trace; a malformed one is
+    /// refused. Empty is none.
+    pub traceparent: Option<String>,
+    /// The W3C `tracestate` going with `traceparent`, stored as the `tracestate` header.
+    pub tracestate: Option<String>,
 }
 
 impl OutboxMessage {
@@ -143,6 +152,8 @@ impl OutboxMessage {
             headers: BTreeMap::new(),
             max_attempts: None,
             scheduled_at: None,
+            traceparent: None,
+            tracestate: None,
         }
     }
 
@@ -178,6 +189,21 @@ impl OutboxMessage {
     #[must_use]
     pub fn scheduled_at(mut self, at: DateTime<Utc>) -> Self {
         self.scheduled_at = Some(at);
+        self
+    }
+
+    /// Sets the caller's trace context: the `traceparent` of the current span (with the
+    /// `opentelemetry` crate, what its `TraceContextPropagator` injects) and its `tracestate`
+    /// (`None` or empty for none). They become the row's `traceparent` and `tracestate` headers,
+    /// replacing headers of those names in any letter case.
+    #[must_use]
+    pub fn trace_context(
+        mut self,
+        traceparent: impl Into<String>,
+        tracestate: Option<&str>,
+    ) -> Self {
+        self.traceparent = Some(traceparent.into());
+        self.tracestate = tracestate.map(str::to_owned);
         self
     }
 }
@@ -339,9 +365,15 @@ impl OutboxWriter {
     /// The checked values and the statement for them.
     fn prepare(&self, message: &OutboxMessage) -> Result<Prepared, OutboxError> {
         let mut headers = message.headers.clone();
+        put_trace_context(
+            &mut headers,
+            message.traceparent.as_deref(),
+            message.tracestate.as_deref(),
+        )?;
         if let Some(hook) = &self.hook {
             hook(&mut headers);
         }
+        check_trace_headers(&headers)?;
         check_text("topic", &message.topic)?;
         if message.topic.is_empty() {
             return Err(refused("the topic is empty; every outbox row needs one"));
@@ -449,6 +481,135 @@ struct Prepared {
 
 fn refused(text: &str) -> OutboxError {
     OutboxError::Refused(text.to_owned())
+}
+
+const BAD_TRACEPARENT: &str = "the traceparent is not a W3C trace context: \
+    version-traceid-parentid-flags in lowercase hexadecimal, version not ff, ids not all zeros";
+const BAD_TRACESTATE: &str = "the tracestate is not a W3C tracestate: at most 32 \
+    comma-separated key=value members with distinct keys";
+const LONE_TRACESTATE: &str = "a tracestate needs a traceparent";
+/// The most members a `tracestate` may hold.
+const MAX_TRACESTATE_MEMBERS: usize = 32;
+
+/// Puts the message's trace context in `headers`, in place of any header of those names.
+fn put_trace_context(
+    headers: &mut BTreeMap<String, String>,
+    traceparent: Option<&str>,
+    tracestate: Option<&str>,
+) -> Result<(), OutboxError> {
+    let tracestate = tracestate.filter(|s| !s.is_empty());
+    let Some(traceparent) = traceparent.filter(|s| !s.is_empty()) else {
+        return match tracestate {
+            Some(_) => Err(refused(LONE_TRACESTATE)),
+            None => Ok(()),
+        };
+    };
+    headers.retain(|name, _| {
+        !name.eq_ignore_ascii_case("traceparent") && !name.eq_ignore_ascii_case("tracestate")
+    });
+    headers.insert("traceparent".to_owned(), traceparent.to_owned());
+    if let Some(state) = tracestate {
+        headers.insert("tracestate".to_owned(), state.to_owned());
+    }
+    Ok(())
+}
+
+fn lower_hex(bytes: &[u8]) -> bool {
+    bytes.iter().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+/// `version-traceid-parentid-flags` in lowercase hexadecimal; version `ff` is invalid, version
+/// `00` is exactly 55 characters, a higher one may go on after a `-`; ids not all zeros.
+fn valid_traceparent(value: &str) -> bool {
+    let b = value.as_bytes();
+    if b.len() < 55
+        || !lower_hex(&b[0..2])
+        || b[2] != b'-'
+        || !lower_hex(&b[3..35])
+        || b[35] != b'-'
+        || !lower_hex(&b[36..52])
+        || b[52] != b'-'
+        || !lower_hex(&b[53..55])
+    {
+        return false;
+    }
+    if &b[0..2] == b"ff" || (b.len() > 55 && (&b[0..2] == b"00" || b[55] != b'-')) {
+        return false;
+    }
+    b[3..35].iter().any(|&c| c != b'0') && b[36..52].iter().any(|&c| c != b'0')
+}
+
+fn key_char(c: u8) -> bool {
+    matches!(c, b'a'..=b'z' | b'0'..=b'9' | b'_' | b'-' | b'*' | b'/')
+}
+
+/// A `tracestate` key: `simple-key` or `tenant@system`, in the recommendation's syntax.
+fn valid_tracestate_key(key: &str) -> bool {
+    let part = |s: &str, max: usize, first: fn(u8) -> bool| {
+        let b = s.as_bytes();
+        !b.is_empty() && b.len() <= max && first(b[0]) && b[1..].iter().all(|&c| key_char(c))
+    };
+    match key.split_once('@') {
+        Some((tenant, system)) => {
+            part(tenant, 241, |c| {
+                c.is_ascii_lowercase() || c.is_ascii_digit()
+            }) && part(system, 14, |c| c.is_ascii_lowercase())
+        }
+        None => part(key, 256, |c| c.is_ascii_lowercase()),
+    }
+}
+
+/// At most 32 comma-separated `key=value` members (blank ones skipped) with distinct keys; a
+/// value is 1 to 256 printable ASCII characters without `,` and `=`, not ending in a space.
+fn valid_tracestate(value: &str) -> bool {
+    let members: Vec<&str> = value
+        .split(',')
+        .map(|m| m.trim_matches([' ', '\t']))
+        .filter(|m| !m.is_empty())
+        .collect();
+    if members.len() > MAX_TRACESTATE_MEMBERS {
+        return false;
+    }
+    let mut keys = std::collections::BTreeSet::new();
+    for member in members {
+        let Some((key, val)) = member.split_once('=') else {
+            return false;
+        };
+        let v = val.as_bytes();
+        let value_ok = !v.is_empty()
+            && v.len() <= 256
+            && v.iter()
+                .all(|&c| (0x20..=0x7e).contains(&c) && c != b',' && c != b'=')
+            && v[v.len() - 1] != b' ';
+        if !value_ok || !valid_tracestate_key(key) || !keys.insert(key) {
+            return false;
+        }
+    }
+    true
+}
+
+/// The row's `traceparent` and `tracestate` headers (any letter case), from the message, the
+/// caller's headers or the hook, must be what QueueBox reads as a trace context.
+fn check_trace_headers(headers: &BTreeMap<String, String>) -> Result<(), OutboxError> {
+    let named = |wanted: &str| -> Vec<&String> {
+        headers
+            .iter()
+            .filter(|(name, _)| name.eq_ignore_ascii_case(wanted))
+            .map(|(_, value)| value)
+            .collect()
+    };
+    let parents = named("traceparent");
+    let states = named("tracestate");
+    if parents.len() > 1 || parents.iter().any(|v| !valid_traceparent(v)) {
+        return Err(refused(BAD_TRACEPARENT));
+    }
+    if states.len() > 1 || states.iter().any(|v| !valid_tracestate(v)) {
+        return Err(refused(BAD_TRACESTATE));
+    }
+    if !states.is_empty() && parents.is_empty() {
+        return Err(refused(LONE_TRACESTATE));
+    }
+    Ok(())
 }
 
 /// A text column's checks: no U+0000 (first), then at most 255 characters.

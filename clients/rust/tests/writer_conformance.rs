@@ -86,6 +86,12 @@ fn message_of(write: &Value) -> OutboxMessage {
         let n = n.as_u64().expect("max_attempts a whole number");
         message = message.max_attempts(u32::try_from(n).expect("max_attempts fits a u32"));
     }
+    if let Some(traceparent) = write.get("traceparent") {
+        message.traceparent = Some(text(traceparent));
+    }
+    if let Some(tracestate) = write.get("tracestate") {
+        message.tracestate = Some(text(tracestate));
+    }
     if let Some(ms) = write.get("scheduled_in_ms").and_then(Value::as_i64) {
         message = message.scheduled_at(Utc::now() + chrono::Duration::milliseconds(ms));
     }

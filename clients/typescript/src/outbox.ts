@@ -25,6 +25,15 @@ export interface OutboxMessage {
   maxAttempts?: number;
   /** The earliest delivery (default now). */
   scheduledAt?: Date;
+  /**
+   * The caller's W3C trace context (`00-<trace id>-<span id>-<flags>`), stored as the row's
+   * `traceparent` header so the delivery continues the caller's trace; a malformed one is refused.
+   * With OpenTelemetry: `propagation.inject(context.active(), carrier)` and pass
+   * `carrier.traceparent`.
+   */
+  traceparent?: string | null;
+  /** The W3C `tracestate` going with `traceparent`, stored as the `tracestate` header. */
+  tracestate?: string | null;
 }
 
 /** Table and column names; the defaults are those of QueueBox's migrations. */
@@ -187,15 +196,77 @@ function payloadText(payload: unknown): string {
   return text;
 }
 
-function headersOf(headers: unknown, hook: OutboxWriterOptions["headerHook"]): Record<string, string> {
+const TRACEPARENT = /^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}(-[\s\S]*)?$/;
+const TRACESTATE_MEMBER =
+  /^(?:[a-z][a-z0-9_*/-]{0,255}|[a-z0-9][a-z0-9_*/-]{0,240}@[a-z][a-z0-9_*/-]{0,13})=[\x20-\x2b\x2d-\x3c\x3e-\x7e]{0,255}[\x21-\x2b\x2d-\x3c\x3e-\x7e]$/;
+const TRACESTATE_MEMBERS = 32;
+const BAD_TRACEPARENT =
+  "the traceparent is not a W3C trace context: version-traceid-parentid-flags in lowercase hexadecimal, version not ff, ids not all zeros";
+const BAD_TRACESTATE = "the tracestate is not a W3C tracestate: at most 32 comma-separated key=value members with distinct keys";
+const LONE_TRACESTATE = "a tracestate needs a traceparent";
+
+/** Puts the message's trace context in `headers`, in place of any header of those names. */
+function traceContext(headers: Record<string, string>, traceparent: unknown, tracestate: unknown): void {
+  if (traceparent === undefined || traceparent === null || traceparent === "") {
+    if (tracestate !== undefined && tracestate !== null && tracestate !== "") throw new OutboxRefusedError(LONE_TRACESTATE);
+    return;
+  }
+  if (typeof traceparent !== "string") throw new OutboxRefusedError(BAD_TRACEPARENT);
+  if (tracestate !== undefined && tracestate !== null && typeof tracestate !== "string") throw new OutboxRefusedError(BAD_TRACESTATE);
+  for (const name of Object.keys(headers)) {
+    const lower = name.toLowerCase();
+    if (lower === "traceparent" || lower === "tracestate") delete headers[name];
+  }
+  headers.traceparent = traceparent;
+  if (typeof tracestate === "string" && tracestate !== "") headers.tracestate = tracestate;
+}
+
+function validTraceparent(value: string): boolean {
+  const m = TRACEPARENT.exec(value);
+  if (m === null) return false;
+  const [, version, traceId, parentId, rest] = m;
+  if (version === "ff" || (version === "00" && rest !== undefined)) return false;
+  return /[^0]/.test(traceId ?? "") && /[^0]/.test(parentId ?? "");
+}
+
+function validTracestate(value: string): boolean {
+  const members = value.split(",").map((m) => m.replace(/^[ \t]+|[ \t]+$/g, "")).filter((m) => m !== "");
+  if (members.length > TRACESTATE_MEMBERS) return false;
+  const keys = new Set<string>();
+  for (const member of members) {
+    if (!TRACESTATE_MEMBER.test(member)) return false;
+    const key = member.slice(0, member.indexOf("="));
+    if (keys.has(key)) return false;
+    keys.add(key);
+  }
+  return true;
+}
+
+/**
+ * The row's `traceparent` and `tracestate` headers (any letter case), from the message, the
+ * caller's headers or the hook, must be what QueueBox reads as a trace context.
+ */
+function checkTraceHeaders(headers: Record<string, string>): void {
+  const entries = Object.entries(headers);
+  const parents = entries.filter(([n]) => n.toLowerCase() === "traceparent").map(([, v]) => v);
+  const states = entries.filter(([n]) => n.toLowerCase() === "tracestate").map(([, v]) => v);
+  if (parents.length > 1 || parents.some((v) => !validTraceparent(v))) throw new OutboxRefusedError(BAD_TRACEPARENT);
+  if (states.length > 1 || states.some((v) => !validTracestate(v))) throw new OutboxRefusedError(BAD_TRACESTATE);
+  if (states.length > 0 && parents.length === 0) throw new OutboxRefusedError(LONE_TRACESTATE);
+}
+
+function headersOf(message: OutboxMessage, hook: OutboxWriterOptions["headerHook"]): Record<string, string> {
+  const headers: unknown = message.headers;
   if (headers !== undefined && (headers === null || typeof headers !== "object" || Array.isArray(headers))) {
     throw new OutboxRefusedError("the headers are not an object of string values");
   }
   const copy: Record<string, string> = { ...(headers as Record<string, string> | undefined) };
+  traceContext(copy, message.traceparent, message.tracestate);
   hook?.(copy);
   for (const [name, value] of Object.entries(copy)) {
     if (typeof value !== "string") throw new OutboxRefusedError(`the header ${JSON.stringify(name)} has a value that is not a string`);
   }
+  checkTraceHeaders(copy);
   return copy;
 }
 
@@ -230,7 +301,7 @@ export class OutboxWriter {
    * SQL for a value the table cannot hold.
    */
   async write(client: OutboxQueryable, message: OutboxMessage): Promise<string> {
-    const headers = headersOf(message.headers, this.#hook);
+    const headers = headersOf(message, this.#hook);
     if (typeof message.topic !== "string") throw new OutboxRefusedError("the topic is not a string");
     checkText("topic", message.topic);
     if (message.topic === "") throw new OutboxRefusedError("the topic is empty; every outbox row needs one");

@@ -54,6 +54,8 @@ function messageOf(write) {
   if ("headers" in write) message.headers = write.headers;
   if ("max_attempts" in write) message.maxAttempts = write.max_attempts;
   if ("scheduled_in_ms" in write) message.scheduledAt = new Date(Date.now() + write.scheduled_in_ms);
+  if ("traceparent" in write) message.traceparent = write.traceparent;
+  if ("tracestate" in write) message.tracestate = write.tracestate;
   return message;
 }
 

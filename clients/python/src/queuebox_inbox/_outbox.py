@@ -91,6 +91,12 @@ class OutboxMessage:
     """Deliveries before the row goes dead: 1 to 2147483647 (the column's default is 5)."""
     scheduled_at: datetime | None = None
     """The earliest delivery, a timezone-aware datetime (default: now)."""
+    traceparent: str | None = None
+    """The caller's W3C trace context (``00-<trace id>-<span id>-<flags>``), stored as the row's
+    ``traceparent`` header, so the delivery continues the caller's trace; a malformed one is
+    refused. Pass your current span's (with OpenTelemetry: ``propagate.inject`` into a dict)."""
+    tracestate: str | None = None
+    """The W3C ``tracestate`` going with ``traceparent``, stored as the ``tracestate`` header."""
 
 
 HeaderHook = Callable[[dict[str, str]], None]
@@ -226,7 +232,7 @@ class OutboxWriter:
 
     def _statement(self, message: OutboxMessage) -> tuple[str, list[object]]:
         """The checked INSERT and its values; raises :class:`OutboxRefusedError`."""
-        headers = self._headers(message.headers)
+        headers = self._headers(message)
         topic = message.topic
         if not isinstance(topic, str):
             raise OutboxRefusedError("the topic is not a string")
@@ -282,10 +288,12 @@ class OutboxWriter:
         )
         return sql, params
 
-    def _headers(self, headers: object) -> dict[str, str]:
+    def _headers(self, message: OutboxMessage) -> dict[str, str]:
+        headers: object = message.headers
         if headers is not None and not isinstance(headers, Mapping):
             raise OutboxRefusedError("the headers are not an object of string values")
         copy: dict[str, str] = dict(headers) if headers is not None else {}
+        _trace_context(copy, message.traceparent, message.tracestate)
         if self._hook is not None:
             self._hook(copy)
         for name, value in copy.items():
@@ -294,6 +302,7 @@ class OutboxWriter:
             if not isinstance(value, str):
                 shown = json.dumps(name, ensure_ascii=False)
                 raise OutboxRefusedError(f"the header {shown} has a value that is not a string")
+        _check_trace_headers(copy)
         return copy
 
     def write(
@@ -317,6 +326,79 @@ class OutboxWriter:
         sql, params = self._statement(message)
         cur = await target.execute(sql, params)
         return _id_of(await cur.fetchone())
+
+
+_TRACEPARENT = re.compile(r"([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}(-.*)?", re.S)
+_TRACESTATE_MEMBER = re.compile(
+    r"(?:[a-z][a-z0-9_*/-]{0,255}|[a-z0-9][a-z0-9_*/-]{0,240}@[a-z][a-z0-9_*/-]{0,13})"
+    r"=[\x20-\x2b\x2d-\x3c\x3e-\x7e]{0,255}[\x21-\x2b\x2d-\x3c\x3e-\x7e]"
+)
+_TRACESTATE_MEMBERS = 32
+_BAD_TRACEPARENT = (
+    "the traceparent is not a W3C trace context: version-traceid-parentid-flags in lowercase "
+    "hexadecimal, version not ff, ids not all zeros"
+)
+_BAD_TRACESTATE = (
+    "the tracestate is not a W3C tracestate: at most 32 comma-separated key=value members with "
+    "distinct keys"
+)
+_LONE_TRACESTATE = "a tracestate needs a traceparent"
+
+
+def _trace_context(headers: dict[str, str], traceparent: object, tracestate: object) -> None:
+    """Puts the message's trace context in ``headers``, in place of any header of those names."""
+    if traceparent is None or traceparent == "":
+        if tracestate is not None and tracestate != "":
+            raise OutboxRefusedError(_LONE_TRACESTATE)
+        return
+    if not isinstance(traceparent, str):
+        raise OutboxRefusedError(_BAD_TRACEPARENT)
+    if tracestate is not None and not isinstance(tracestate, str):
+        raise OutboxRefusedError(_BAD_TRACESTATE)
+    for name in [n for n in headers if str(n).lower() in ("traceparent", "tracestate")]:
+        del headers[name]
+    headers["traceparent"] = traceparent
+    if tracestate:
+        headers["tracestate"] = tracestate
+
+
+def _valid_traceparent(value: str) -> bool:
+    match = _TRACEPARENT.fullmatch(value)
+    if match is None:
+        return False
+    version, trace_id, parent_id, rest = match.groups()
+    if version == "ff" or (version == "00" and rest is not None):
+        return False
+    return trace_id.strip("0") != "" and parent_id.strip("0") != ""
+
+
+def _valid_tracestate(value: str) -> bool:
+    members = [m.strip(" \t") for m in value.split(",")]
+    members = [m for m in members if m]
+    if len(members) > _TRACESTATE_MEMBERS:
+        return False
+    keys = set()
+    for member in members:
+        if _TRACESTATE_MEMBER.fullmatch(member) is None:
+            return False
+        key = member.split("=", 1)[0]
+        if key in keys:
+            return False
+        keys.add(key)
+    return True
+
+
+def _check_trace_headers(headers: Mapping[str, str]) -> None:
+    """The row's ``traceparent`` and ``tracestate`` headers (any letter case), from the message,
+    the caller's headers or the hook, must be what QueueBox reads as a trace context."""
+    parents = [v for n, v in headers.items() if n.lower() == "traceparent"]
+    states = [v for n, v in headers.items() if n.lower() == "tracestate"]
+    if len(parents) > 1 or any(not _valid_traceparent(v) for v in parents):
+        raise OutboxRefusedError(_BAD_TRACEPARENT)
+    if len(states) > 1 or any(not _valid_tracestate(v) for v in states):
+        raise OutboxRefusedError(_BAD_TRACESTATE)
+    if states and not parents:
+        raise OutboxRefusedError(_LONE_TRACESTATE)
 
 
 def _id_of(row: object) -> uuid.UUID:
