@@ -158,24 +158,64 @@ fn spans_in(file: &Path) -> Vec<Span> {
     spans
 }
 
-/// One HTTP push source `orders` (topic `orders.<type>`) relayed to an HTTP destination `hook`.
+/// One HTTP push source `orders` (topic `orders.<type>`) relayed to an HTTP destination `hook`;
+/// `secured` wants an API key; `shaped` (topic `orders.shaped`) has a transform that always fails
+/// and keeps the body (`onError: Skip`), so each of its messages logs a warning in its receive span.
 fn config(db: &TestDatabase, port: u16, receiver: &str, tracing: &str) -> String {
     format!(
-        "server:\n  httpPort: {port}\n\
-         database:\n  url: {url}\n  username: {user}\n  password: {password}\n  startupTimeoutMs: 10000\n\
-         outbox:\n  pollIntervalMs: 50\n\
-         inbox:\n  relay:\n    pollIntervalMs: 20\n\
+        "{head}\
          sources:\n  orders:\n    type: http\n    path: /orders\n    idempotencyKeyPath: $.id\n\
          \x20   eventTypePath: $.type\n    topic: \"{{{{ source }}}}.{{{{ eventType }}}}\"\n\
          \x20 secured:\n    type: http\n    path: /secured\n    idempotencyKeyPath: $.id\n\
          \x20   topic: secured\n    auth:\n      type: api-key\n      key: right-key\n\
+         \x20 shaped:\n    type: http\n    path: /shaped\n    idempotencyKeyPath: $.id\n\
+         \x20   topic: orders.shaped\n    transform:\n      expression: '$error(\"refused by the test\")'\n\
+         \x20     onError: Skip\n\
          destinations:\n  hook:\n    type: http\n    baseUrl: {receiver}\n    path: /events\n    timeoutMs: 5000\n\
          routes:\n  - topicPattern: \"orders.**\"\n    destination: hook\n\
          telemetry:\n  tracing:\n{tracing}",
+        head = head(db, port),
+    )
+}
+
+/// The `server`, `database`, `outbox` and `inbox` sections: fast polls.
+fn head(db: &TestDatabase, port: u16) -> String {
+    format!(
+        "server:\n  httpPort: {port}\n\
+         database:\n  url: {url}\n  username: {user}\n  password: {password}\n  startupTimeoutMs: 10000\n\
+         outbox:\n  pollIntervalMs: 50\n\
+         inbox:\n  relay:\n    pollIntervalMs: 20\n",
         url = db.jdbc_url(),
         user = db.user,
         password = db.password,
     )
+}
+
+/// `collector`, an HTTP receiver answering 200, a database and QueueBox on [`config`] with the
+/// `telemetry.tracing` lines `tracing` and the variables `env`.
+struct Webhook {
+    collector: Collector,
+    receiver: Receiver,
+    db: TestDatabase,
+    port: u16,
+    qb: QueueBox,
+}
+
+impl Webhook {
+    async fn start(collector: Collector, tracing: &str, env: &[(&str, &str)]) -> Self {
+        let receiver = Receiver::start(Policy::status(200)).await;
+        let db = TestDatabase::create().await;
+        let port = free_port();
+        let yaml = config(&db, port, &receiver.url(), tracing);
+        let qb = start(&yaml, port, env).await;
+        Self {
+            collector,
+            receiver,
+            db,
+            port,
+            qb,
+        }
+    }
 }
 
 async fn start(yaml: &str, port: u16, env: &[(&str, &str)]) -> QueueBox {
@@ -231,15 +271,35 @@ fn one<'a>(spans: &'a [Span], prefix: &str) -> &'a Span {
     found[0]
 }
 
-/// Checks the chain receive -> relay -> (claim, publish) and that the receiver's parent is the
-/// publish span.
-fn assert_chain(spans: &[Span], received_traceparent: &str, upstream_parent: Option<&str>) {
+/// The source, destination and destination kind (`messaging.system`) a trace crosses.
+struct Hops<'a> {
+    source: &'a str,
+    destination: &'a str,
+    system: &'a str,
+}
+
+/// The HTTP source `orders` to the HTTP destination `hook` of [`config`].
+const WEBHOOK: Hops<'static> = Hops {
+    source: "orders",
+    destination: "hook",
+    system: "http",
+};
+
+/// Checks the chain receive -> relay -> (claim, publish) along `path` and that the receiver's
+/// parent is the publish span.
+fn assert_chain(
+    spans: &[Span],
+    received_traceparent: &str,
+    upstream_parent: Option<&str>,
+    path: &Hops<'_>,
+) {
     let receive = one(spans, "receive ");
     let relay = one(spans, "relay ");
     let claim = one(spans, "claim ");
     let publish = one(spans, "publish ");
-    assert_eq!(receive.name, "receive orders");
-    assert_eq!(publish.name, "publish hook");
+    assert_eq!(receive.name, format!("receive {}", path.source));
+    assert_eq!(relay.name, format!("relay {}", path.source));
+    assert_eq!(publish.name, format!("publish {}", path.destination));
     if let Some(parent) = upstream_parent {
         assert_eq!(
             receive.parent_span_id, parent,
@@ -264,11 +324,11 @@ fn assert_chain(spans: &[Span], received_traceparent: &str, upstream_parent: Opt
     );
     assert_eq!(
         publish.attribute("messaging.system").as_deref(),
-        Some("http")
+        Some(path.system)
     );
     assert_eq!(
         publish.attribute("messaging.destination.name").as_deref(),
-        Some("hook")
+        Some(path.destination)
     );
     assert_eq!(publish.attribute("queuebox.attempt").as_deref(), Some("0"));
     assert_eq!(
@@ -282,19 +342,25 @@ fn assert_chain(spans: &[Span], received_traceparent: &str, upstream_parent: Opt
         parts[2], publish.span_id,
         "the destination's parent is the publish span"
     );
+    if let Some(parent) = upstream_parent {
+        assert_ne!(parts[2], parent, "a new span id, not the sender's");
+    }
 }
 
 #[tokio::test]
 async fn a_webhook_traceparent_reaches_the_destination_and_one_trace_is_exported_over_http() {
     let collector = Collector::start();
-    let receiver = Receiver::start(Policy::status(200)).await;
-    let db = TestDatabase::create().await;
-    let port = free_port();
     let tracing = format!(
         "    enabled: true\n    protocol: http/protobuf\n    endpoint: http://127.0.0.1:{}\n",
         collector.http
     );
-    let qb = start(&config(&db, port, &receiver.url(), &tracing), port, &[]).await;
+    let Webhook {
+        collector,
+        receiver,
+        db,
+        port,
+        qb,
+    } = Webhook::start(collector, &tracing, &[]).await;
 
     let status = post(
         port,
@@ -320,7 +386,7 @@ async fn a_webhook_traceparent_reaches_the_destination_and_one_trace_is_exported
     );
 
     let spans = whole_trace(&collector, TRACE_ID).await;
-    assert_chain(&spans, &sent, Some("00f067aa0ba902b7"));
+    assert_chain(&spans, &sent, Some("00f067aa0ba902b7"), &WEBHOOK);
 
     // The pull side sees the receive span's context in the stored headers.
     let mut sql = db.connect().await;
@@ -345,25 +411,31 @@ async fn a_webhook_traceparent_reaches_the_destination_and_one_trace_is_exported
     assert_eq!(refused, 401);
     qb.wait_for_log(&format!("trace_id={TRACE_ID} span_id="), DELIVERY)
         .await;
+    // A line written outside any span has no ids.
+    let log = qb.log();
+    let started: Vec<&str> = log
+        .lines()
+        .filter(|line| line.contains("inbox relay started"))
+        .collect();
+    assert_eq!(started.len(), 1, "{log}");
+    assert!(!started[0].contains("trace_id="), "{}", started[0]);
     drop(qb);
 }
 
 #[tokio::test]
 async fn over_grpc_a_malformed_traceparent_starts_a_new_trace_and_otel_variables_apply() {
     let collector = Collector::start();
-    let receiver = Receiver::start(Policy::status(200)).await;
-    let db = TestDatabase::create().await;
-    let port = free_port();
     // The endpoint and the service name come from the standard variables.
     let endpoint = format!("http://127.0.0.1:{}", collector.grpc);
-    let qb = start(
-        &config(
-            &db,
-            port,
-            &receiver.url(),
-            "    enabled: true\n    protocol: grpc\n",
-        ),
+    let Webhook {
+        collector,
+        receiver,
         port,
+        qb,
+        db: _db,
+    } = Webhook::start(
+        collector,
+        "    enabled: true\n    protocol: grpc\n",
         &[
             ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()),
             ("OTEL_SERVICE_NAME", "queuebox-under-test"),
@@ -394,7 +466,7 @@ async fn over_grpc_a_malformed_traceparent_starts_a_new_trace_and_otel_variables
     assert_ne!(trace_id, TRACE_ID);
 
     let spans = whole_trace(&collector, &trace_id).await;
-    assert_chain(&spans, &sent, None);
+    assert_chain(&spans, &sent, None, &WEBHOOK);
     let file = std::fs::read_to_string(collector.file()).expect("collector file");
     assert!(
         file.contains("queuebox-under-test"),
@@ -416,16 +488,19 @@ fn rss_kib(pid: u32) -> u64 {
 #[tokio::test]
 async fn a_collector_down_for_30_s_loses_no_delivery_and_counts_dropped_spans() {
     const ROWS: i64 = 10_000;
-    let mut collector = Collector::start();
-    let receiver = Receiver::start(Policy::status(200)).await;
-    let db = TestDatabase::create().await;
-    let port = free_port();
+    let collector = Collector::start();
     // A small queue, so the outage overflows it.
     let tracing = format!(
         "    enabled: true\n    endpoint: http://127.0.0.1:{}\n    queueSize: 256\n",
         collector.http
     );
-    let qb = start(&config(&db, port, &receiver.url(), &tracing), port, &[]).await;
+    let Webhook {
+        mut collector,
+        receiver,
+        db,
+        port,
+        qb,
+    } = Webhook::start(collector, &tracing, &[]).await;
     let pid = qb.pid().expect("queuebox runs");
     let mut sql = db.connect().await;
 
@@ -523,5 +598,811 @@ async fn a_collector_down_for_30_s_loses_no_delivery_and_counts_dropped_spans() 
     })
     .await;
     qb.wait_for_log("trace export works again", DELIVERY).await;
+    drop(qb);
+}
+
+// ------------------------------------------------------------------------------------------------
+// The broker pairs: a message with a `traceparent` enters through a broker source, is relayed and
+// published to a destination on the same broker, shaped like the bridge examples (examples/*-bridge)
+// on names of the test's own.
+// ------------------------------------------------------------------------------------------------
+
+/// The broker of one bridge.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Broker {
+    RabbitMq,
+    Kafka,
+    Nats,
+    Redis,
+}
+
+impl Broker {
+    /// The destination kind, as the publish span's `messaging.system` names it.
+    fn system(self) -> &'static str {
+        match self {
+            Broker::RabbitMq => "rabbitmq",
+            Broker::Kafka => "kafka",
+            Broker::Nats => "nats",
+            Broker::Redis => "redis",
+        }
+    }
+}
+
+fn service_env(name: &str) -> String {
+    std::env::var(name).unwrap_or_else(|_| {
+        panic!("{name} is not set: start the services first with `eval \"$(bash scripts/services.sh)\"`")
+    })
+}
+
+/// The broker-side handles of one bridge: what the test publishes to and reads from.
+enum Ends {
+    RabbitMq {
+        _connection: lapin::Connection,
+        channel: lapin::Channel,
+        incoming: String,
+        exchange: String,
+        processed: String,
+    },
+    Kafka {
+        producer: rdkafka::producer::FutureProducer,
+        consumer: rdkafka::consumer::StreamConsumer,
+        incoming: String,
+        outgoing: String,
+    },
+    Nats {
+        js: async_nats::jetstream::Context,
+        subscriber: async_nats::Subscriber,
+        incoming: String,
+        outgoing: String,
+    },
+    Redis {
+        connection: redis::aio::MultiplexedConnection,
+        incoming: String,
+        outgoing: String,
+    },
+}
+
+/// One message as the destination's broker holds it.
+#[derive(Debug, Clone)]
+struct Arrived {
+    headers: Vec<(String, String)>,
+    body: Value,
+}
+
+impl Arrived {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// A source `orders` on one broker relayed to a destination `processed` on the same broker.
+struct Bridge {
+    broker: Broker,
+    ends: Ends,
+    arrived: Vec<Arrived>,
+}
+
+impl Bridge {
+    /// Makes the queues, topics, streams of the test's own (and, for the destination, what reads
+    /// it back) on the broker `scripts/services.sh` started.
+    async fn create(broker: Broker) -> Self {
+        let suffix = uuid::Uuid::new_v4().simple().to_string();
+        let ends = match broker {
+            Broker::RabbitMq => {
+                use lapin::options::{
+                    ExchangeDeclareOptions, QueueBindOptions, QueueDeclareOptions,
+                };
+                use lapin::types::FieldTable;
+                let connection = lapin::Connection::connect(
+                    &service_env("QB_TEST_AMQP_URL"),
+                    lapin::ConnectionProperties::default(),
+                )
+                .await
+                .expect("connect to RabbitMQ");
+                let channel = connection.create_channel().await.expect("AMQP channel");
+                let incoming = format!("qb-e2e-trace-in-{suffix}");
+                let exchange = format!("qb-e2e-trace-out-{suffix}");
+                let processed = format!("qb-e2e-trace-processed-{suffix}");
+                // The destination declares a durable topic exchange; declared here first so the
+                // queue that reads it back can be bound before anything is published.
+                channel
+                    .exchange_declare(
+                        exchange.as_str().into(),
+                        lapin::ExchangeKind::Topic,
+                        ExchangeDeclareOptions {
+                            durable: true,
+                            ..Default::default()
+                        },
+                        FieldTable::default(),
+                    )
+                    .await
+                    .expect("declare the exchange");
+                for queue in [&incoming, &processed] {
+                    channel
+                        .queue_declare(
+                            queue.as_str().into(),
+                            QueueDeclareOptions {
+                                durable: true,
+                                ..Default::default()
+                            },
+                            FieldTable::default(),
+                        )
+                        .await
+                        .expect("declare a queue");
+                }
+                channel
+                    .queue_bind(
+                        processed.as_str().into(),
+                        exchange.as_str().into(),
+                        "#".into(),
+                        QueueBindOptions::default(),
+                        FieldTable::default(),
+                    )
+                    .await
+                    .expect("bind the queue");
+                Ends::RabbitMq {
+                    _connection: connection,
+                    channel,
+                    incoming,
+                    exchange,
+                    processed,
+                }
+            }
+            Broker::Kafka => {
+                use rdkafka::ClientConfig;
+                use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+                use rdkafka::client::DefaultClientContext;
+                use rdkafka::consumer::Consumer as _;
+                use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
+                let bootstrap = service_env("QB_TEST_KAFKA_BOOTSTRAP");
+                let incoming = format!("qb-e2e-trace-in-{suffix}");
+                let outgoing = format!("qb-e2e-trace-out-{suffix}");
+                let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+                    .set("bootstrap.servers", &bootstrap)
+                    .create()
+                    .expect("Kafka admin client");
+                let created = admin
+                    .create_topics(
+                        &[
+                            NewTopic::new(&incoming, 1, TopicReplication::Fixed(1)),
+                            NewTopic::new(&outgoing, 1, TopicReplication::Fixed(1)),
+                        ],
+                        &AdminOptions::new().operation_timeout(Some(DELIVERY)),
+                    )
+                    .await
+                    .expect("create the topics");
+                for result in created {
+                    result.unwrap_or_else(|(topic, code)| panic!("creating topic {topic}: {code}"));
+                }
+                let producer = ClientConfig::new()
+                    .set("bootstrap.servers", &bootstrap)
+                    .create()
+                    .expect("Kafka producer");
+                let consumer: rdkafka::consumer::StreamConsumer = ClientConfig::new()
+                    .set("bootstrap.servers", &bootstrap)
+                    .set("group.id", format!("qb-e2e-trace-reader-{suffix}"))
+                    .set("enable.auto.commit", "false")
+                    .create()
+                    .expect("Kafka consumer");
+                let mut assignment = TopicPartitionList::new();
+                assignment
+                    .add_partition_offset(&outgoing, 0, Offset::Beginning)
+                    .expect("partition");
+                consumer.assign(&assignment).expect("assign");
+                Ends::Kafka {
+                    producer,
+                    consumer,
+                    incoming,
+                    outgoing,
+                }
+            }
+            Broker::Nats => {
+                let client = async_nats::connect(service_env("QB_TEST_NATS_URL"))
+                    .await
+                    .expect("connect to NATS");
+                let js = async_nats::jetstream::new(client.clone());
+                let incoming = format!("qb_e2e_trace_in_{suffix}");
+                let outgoing = format!("qb_e2e_trace_out_{suffix}");
+                for name in [&incoming, &outgoing] {
+                    js.create_stream(async_nats::jetstream::stream::Config {
+                        name: name.clone(),
+                        subjects: vec![format!("{name}.>")],
+                        ..Default::default()
+                    })
+                    .await
+                    .expect("create a stream");
+                }
+                // What the destination publishes reaches this core subscription as well.
+                let subscriber = client
+                    .subscribe(format!("{outgoing}.>"))
+                    .await
+                    .expect("subscribe");
+                client.flush().await.expect("flush the subscription");
+                Ends::Nats {
+                    js,
+                    subscriber,
+                    incoming,
+                    outgoing,
+                }
+            }
+            Broker::Redis => {
+                let connection = redis::Client::open(service_env("QB_TEST_REDIS_URL"))
+                    .expect("Redis URL")
+                    .get_multiplexed_async_connection()
+                    .await
+                    .expect("connect to Redis");
+                Ends::Redis {
+                    connection,
+                    incoming: format!("qb:e2e:trace:in:{suffix}"),
+                    outgoing: format!("qb:e2e:trace:out:{suffix}"),
+                }
+            }
+        };
+        Self {
+            broker,
+            ends,
+            arrived: Vec::new(),
+        }
+    }
+
+    /// The hops of the trace: source `orders`, destination `processed`.
+    fn hops(&self) -> Hops<'static> {
+        Hops {
+            source: "orders",
+            destination: "processed",
+            system: self.broker.system(),
+        }
+    }
+
+    /// The `sources:`, `destinations:` and `routes:` sections, after the bridge example of the
+    /// broker: keyed by `$.orderId`, aggregate `$.customerId`, topic `orders.<type>`.
+    fn yaml(&self) -> String {
+        let attributes = "    idempotencyKeyPath: $.orderId\n    aggregateIdPath: $.customerId\n\
+                          \x20   eventTypePath: $.type\n    topic: \"orders.{{ eventType }}\"\n";
+        let (source, destination) = match &self.ends {
+            Ends::RabbitMq {
+                incoming, exchange, ..
+            } => {
+                let url = service_env("QB_TEST_AMQP_URL");
+                (
+                    format!(
+                        "    type: rabbitmq\n    queueName: {incoming}\n    connectionUrl: {url}\n    prefetchCount: 10\n"
+                    ),
+                    format!(
+                        "    type: rabbitmq\n    url: {url}\n    exchange: {exchange}\n    exchangeType: topic\n\
+                         \x20   deliveryMode: persistent\n"
+                    ),
+                )
+            }
+            Ends::Kafka {
+                incoming, outgoing, ..
+            } => {
+                let servers = service_env("QB_TEST_KAFKA_BOOTSTRAP");
+                (
+                    format!(
+                        "    type: kafka\n    bootstrapServers: {servers}\n    topics: [{incoming}]\n\
+                         \x20   groupId: {incoming}\n    autoOffsetReset: earliest\n"
+                    ),
+                    format!(
+                        "    type: kafka\n    bootstrapServers: {servers}\n    topic: {outgoing}\n\
+                         \x20   keyTemplate: \"{{{{ key }}}}\"\n    timeoutMs: 30000\n"
+                    ),
+                )
+            }
+            Ends::Nats {
+                incoming, outgoing, ..
+            } => {
+                let servers = service_env("QB_TEST_NATS_URL");
+                (
+                    format!(
+                        "    type: nats\n    servers: {servers}\n    stream: {incoming}\n    durable: queuebox-orders\n\
+                         \x20   filterSubject: \"{incoming}.>\"\n    ackWaitMs: 30000\n"
+                    ),
+                    format!(
+                        "    type: nats\n    servers: {servers}\n    subject: \"{outgoing}.{{{{ topic }}}}\"\n\
+                         \x20   jetStream: true\n    timeoutMs: 30000\n"
+                    ),
+                )
+            }
+            Ends::Redis {
+                incoming, outgoing, ..
+            } => {
+                let url = service_env("QB_TEST_REDIS_URL");
+                (
+                    format!(
+                        "    type: redis\n    url: {url}\n    stream: \"{incoming}\"\n    group: queuebox-orders\n\
+                         \x20   consumer: e2e\n    blockMs: 200\n"
+                    ),
+                    format!(
+                        "    type: redis\n    url: {url}\n    stream: \"{outgoing}\"\n    timeoutMs: 30000\n"
+                    ),
+                )
+            }
+        };
+        format!(
+            "sources:\n  orders:\n{source}{attributes}\
+             destinations:\n  processed:\n{destination}\
+             routes:\n  - topicPattern: \"orders.*\"\n    destination: processed\n"
+        )
+    }
+
+    /// Publishes `body` with `headers` to the source's queue, topic, stream.
+    async fn send(&self, body: &str, headers: &[(&str, &str)]) {
+        match &self.ends {
+            Ends::RabbitMq {
+                channel, incoming, ..
+            } => {
+                use lapin::types::{AMQPValue, FieldTable};
+                let mut table = FieldTable::default();
+                for (name, value) in headers {
+                    table.insert((*name).into(), AMQPValue::LongString((*value).into()));
+                }
+                channel
+                    .basic_publish(
+                        "".into(),
+                        incoming.as_str().into(),
+                        lapin::options::BasicPublishOptions::default(),
+                        body.as_bytes(),
+                        lapin::BasicProperties::default().with_headers(table),
+                    )
+                    .await
+                    .expect("publish to RabbitMQ")
+                    .await
+                    .expect("the publish went out");
+            }
+            Ends::Kafka {
+                producer, incoming, ..
+            } => {
+                use rdkafka::message::{Header, OwnedHeaders};
+                let mut owned = OwnedHeaders::new();
+                for (name, value) in headers {
+                    owned = owned.insert(Header {
+                        key: name,
+                        value: Some(value.as_bytes()),
+                    });
+                }
+                producer
+                    .send(
+                        rdkafka::producer::FutureRecord::<(), _>::to(incoming)
+                            .payload(body)
+                            .headers(owned),
+                        Duration::from_secs(10),
+                    )
+                    .await
+                    .unwrap_or_else(|(e, _)| panic!("sending to {incoming}: {e}"));
+            }
+            Ends::Nats { js, incoming, .. } => {
+                let mut map = async_nats::HeaderMap::new();
+                for (name, value) in headers {
+                    map.append(*name, *value);
+                }
+                js.publish_with_headers(
+                    format!("{incoming}.orders"),
+                    map,
+                    body.as_bytes().to_vec().into(),
+                )
+                .await
+                .expect("publish to JetStream")
+                .await
+                .expect("JetStream ack");
+            }
+            Ends::Redis {
+                connection,
+                incoming,
+                ..
+            } => {
+                let mut command = redis::cmd("XADD");
+                command.arg(incoming).arg("*");
+                for (name, value) in headers {
+                    command.arg(*name).arg(*value);
+                }
+                let _: String = command
+                    .arg("payload")
+                    .arg(body)
+                    .query_async(&mut connection.clone())
+                    .await
+                    .expect("XADD");
+            }
+        }
+    }
+
+    /// Takes what reached the destination's broker since the last call (without waiting long).
+    async fn poll(&mut self) {
+        let short = Duration::from_millis(200);
+        match &mut self.ends {
+            Ends::RabbitMq {
+                channel, processed, ..
+            } => {
+                use lapin::types::AMQPValue;
+                while let Some(message) = channel
+                    .basic_get(
+                        processed.as_str().into(),
+                        lapin::options::BasicGetOptions { no_ack: true },
+                    )
+                    .await
+                    .expect("basic.get")
+                {
+                    let headers = message
+                        .properties
+                        .headers()
+                        .as_ref()
+                        .map(|table| {
+                            table
+                                .inner()
+                                .iter()
+                                .map(|(key, value)| {
+                                    let value = match value {
+                                        AMQPValue::LongString(text) => text.to_string(),
+                                        other => format!("{other:?}"),
+                                    };
+                                    (key.as_str().to_owned(), value)
+                                })
+                                .collect()
+                        })
+                        .unwrap_or_default();
+                    self.arrived.push(Arrived {
+                        headers,
+                        body: serde_json::from_slice(&message.delivery.data).unwrap_or_default(),
+                    });
+                }
+            }
+            Ends::Kafka { consumer, .. } => {
+                use rdkafka::Message as _;
+                use rdkafka::message::Headers as _;
+                while let Ok(Ok(message)) = tokio::time::timeout(short, consumer.recv()).await {
+                    let headers = message
+                        .headers()
+                        .map(|h| {
+                            h.iter()
+                                .map(|h| {
+                                    let value =
+                                        String::from_utf8_lossy(h.value.unwrap_or_default());
+                                    (h.key.to_owned(), value.into_owned())
+                                })
+                                .collect()
+                        })
+                        .unwrap_or_default();
+                    self.arrived.push(Arrived {
+                        headers,
+                        body: serde_json::from_slice(message.payload().unwrap_or_default())
+                            .unwrap_or_default(),
+                    });
+                }
+            }
+            Ends::Nats { subscriber, .. } => {
+                use futures::StreamExt as _;
+                while let Ok(Some(message)) = tokio::time::timeout(short, subscriber.next()).await {
+                    let headers = message
+                        .headers
+                        .iter()
+                        .flat_map(|map| map.iter())
+                        .flat_map(|(name, values)| {
+                            values
+                                .iter()
+                                .map(move |value| (name.to_string(), value.as_str().to_owned()))
+                        })
+                        .collect();
+                    self.arrived.push(Arrived {
+                        headers,
+                        body: serde_json::from_slice(&message.payload).unwrap_or_default(),
+                    });
+                }
+            }
+            Ends::Redis {
+                connection,
+                outgoing,
+                ..
+            } => {
+                let entries: Vec<(String, Vec<(String, String)>)> = redis::cmd("XRANGE")
+                    .arg(&*outgoing)
+                    .arg("-")
+                    .arg("+")
+                    .query_async(connection)
+                    .await
+                    .expect("XRANGE");
+                // XRANGE reads the whole stream each time: keep only the entries not seen yet.
+                for (_, fields) in entries.into_iter().skip(self.arrived.len()) {
+                    let body = fields
+                        .iter()
+                        .find(|(name, _)| name == "payload")
+                        .and_then(|(_, payload)| serde_json::from_str(payload).ok())
+                        .unwrap_or_default();
+                    self.arrived.push(Arrived {
+                        headers: fields,
+                        body,
+                    });
+                }
+            }
+        }
+    }
+
+    /// The message of order `order_id` once it reached the destination's broker.
+    async fn arrived(&mut self, order_id: &str) -> Arrived {
+        let deadline = Instant::now() + DELIVERY;
+        loop {
+            self.poll().await;
+            if let Some(found) = self.arrived.iter().find(|m| m.body["orderId"] == order_id) {
+                return found.clone();
+            }
+            assert!(
+                Instant::now() < deadline,
+                "order {order_id} did not reach the {:?} destination in {DELIVERY:?}; arrived: {:?}",
+                self.broker,
+                self.arrived
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Deletes what [`Bridge::create`] made.
+    async fn remove(self) {
+        match self.ends {
+            Ends::RabbitMq {
+                channel,
+                incoming,
+                exchange,
+                processed,
+                ..
+            } => {
+                for queue in [incoming, processed] {
+                    let _ = channel
+                        .queue_delete(queue.as_str().into(), Default::default())
+                        .await;
+                }
+                let _ = channel
+                    .exchange_delete(exchange.as_str().into(), Default::default())
+                    .await;
+            }
+            Ends::Kafka {
+                incoming, outgoing, ..
+            } => {
+                use rdkafka::admin::{AdminClient, AdminOptions};
+                use rdkafka::client::DefaultClientContext;
+                if let Ok(admin) = rdkafka::ClientConfig::new()
+                    .set("bootstrap.servers", service_env("QB_TEST_KAFKA_BOOTSTRAP"))
+                    .create::<AdminClient<DefaultClientContext>>()
+                {
+                    let _ = admin
+                        .delete_topics(&[&incoming, &outgoing], &AdminOptions::new())
+                        .await;
+                }
+            }
+            Ends::Nats {
+                js,
+                incoming,
+                outgoing,
+                ..
+            } => {
+                let _ = js.delete_stream(&incoming).await;
+                let _ = js.delete_stream(&outgoing).await;
+            }
+            Ends::Redis {
+                mut connection,
+                incoming,
+                outgoing,
+            } => {
+                let _: Result<i64, _> = redis::cmd("DEL")
+                    .arg(&incoming)
+                    .arg(&outgoing)
+                    .query_async(&mut connection)
+                    .await;
+            }
+        }
+    }
+}
+
+/// A message with the W3C example `traceparent` enters through the broker source of `broker` and
+/// leaves through its destination with the same trace id and the publish span as its parent, and
+/// the collector holds receive, relay, claim, publish of that one trace, in order. Then a message
+/// with a malformed `traceparent` through the same bridge starts a trace of its own.
+async fn a_trace_crosses_the_bridge(broker: Broker) {
+    let collector = Collector::start();
+    let mut bridge = Bridge::create(broker).await;
+    let db = TestDatabase::create().await;
+    let port = free_port();
+    let yaml = format!(
+        "{head}{bridge}\
+         telemetry:\n  tracing:\n    enabled: true\n    endpoint: http://127.0.0.1:{http}\n",
+        head = head(&db, port),
+        bridge = bridge.yaml(),
+        http = collector.http,
+    );
+    let qb = start(&yaml, port, &[]).await;
+    let component = format!("{}.orders", broker.system());
+    wait_until("the source in the readiness answer", DELIVERY, || async {
+        let response = queuebox_tests::http()
+            .get(format!("http://127.0.0.1:{port}/health/ready"))
+            .send()
+            .await
+            .ok()?;
+        let ready = response.status().as_u16() == 200;
+        let body = response.text().await.ok()?;
+        (ready && body.contains(&component)).then_some(())
+    })
+    .await;
+
+    bridge
+        .send(
+            r#"{"orderId":"o-1","customerId":"c-1","type":"created"}"#,
+            &[
+                ("traceparent", TRACEPARENT),
+                ("tracestate", "rojo=00f067aa0ba902b7"),
+            ],
+        )
+        .await;
+    let arrived = bridge.arrived("o-1").await;
+    let sent = arrived
+        .header("traceparent")
+        .unwrap_or_else(|| panic!("a traceparent at the destination: {arrived:?}"))
+        .to_owned();
+    assert!(sent.starts_with(&format!("00-{TRACE_ID}-")), "{sent}");
+    assert_eq!(
+        arrived.header("tracestate"),
+        Some("rojo=00f067aa0ba902b7"),
+        "{arrived:?}"
+    );
+    let spans = whole_trace(&collector, TRACE_ID).await;
+    assert_chain(&spans, &sent, Some("00f067aa0ba902b7"), &bridge.hops());
+    assert_eq!(
+        one(&spans, "receive ")
+            .attribute("messaging.destination.name")
+            .as_deref(),
+        Some("orders")
+    );
+
+    // Upper-case hex breaks the W3C rules: the message is kept, and a new trace starts at receive.
+    let malformed = "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01";
+    bridge
+        .send(
+            r#"{"orderId":"o-2","customerId":"c-2","type":"created"}"#,
+            &[("traceparent", malformed)],
+        )
+        .await;
+    let arrived = bridge.arrived("o-2").await;
+    let sent = arrived
+        .header("traceparent")
+        .unwrap_or_else(|| panic!("a traceparent at the destination: {arrived:?}"))
+        .to_owned();
+    let trace_id = sent.split('-').nth(1).expect("a trace id").to_owned();
+    assert_eq!(trace_id.len(), 32, "{sent}");
+    assert_ne!(trace_id, TRACE_ID);
+    assert_ne!(trace_id, TRACE_ID.to_uppercase());
+    let spans = whole_trace(&collector, &trace_id).await;
+    assert_chain(&spans, &sent, None, &bridge.hops());
+
+    drop(qb);
+    bridge.remove().await;
+    db.drop_database().await;
+}
+
+#[tokio::test]
+async fn a_rabbitmq_message_traceparent_crosses_the_bridge_in_one_exported_trace() {
+    a_trace_crosses_the_bridge(Broker::RabbitMq).await;
+}
+
+#[tokio::test]
+async fn a_kafka_record_traceparent_crosses_the_bridge_in_one_exported_trace() {
+    a_trace_crosses_the_bridge(Broker::Kafka).await;
+}
+
+#[tokio::test]
+async fn a_nats_message_traceparent_crosses_the_bridge_in_one_exported_trace() {
+    a_trace_crosses_the_bridge(Broker::Nats).await;
+}
+
+#[tokio::test]
+async fn a_redis_entry_traceparent_crosses_the_bridge_in_one_exported_trace() {
+    a_trace_crosses_the_bridge(Broker::Redis).await;
+}
+
+/// The lines of a JSON log, each parsed (every line must be a JSON object, the ids added to some).
+fn json_lines(log: &str) -> Vec<Value> {
+    log.lines()
+        .filter(|line| !line.trim().is_empty())
+        .map(|line| {
+            serde_json::from_str::<Value>(line)
+                .unwrap_or_else(|e| panic!("a log line that is not JSON ({e}): {line}"))
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn json_log_lines_of_a_traced_message_carry_its_trace_and_span_ids_and_others_none() {
+    let collector = Collector::start();
+    let tracing = format!(
+        "    enabled: true\n    endpoint: http://127.0.0.1:{}\n",
+        collector.http
+    );
+    let Webhook {
+        collector,
+        receiver,
+        port,
+        qb,
+        db: _db,
+    } = Webhook::start(collector, &tracing, &[("QB_LOG_FORMAT", "json")]).await;
+
+    // The source transform fails on every message and keeps the body: one warning, written in the
+    // message's receive span; the message goes on to the receiver.
+    let status = post(
+        port,
+        "shaped",
+        &[("traceparent", TRACEPARENT)],
+        r#"{"id":"j-1"}"#,
+    )
+    .await;
+    assert!(status < 300, "the message was refused: {status}");
+    let requests = receiver.wait_for(1, DELIVERY).await;
+    let sent = requests[0].header("traceparent").expect("a traceparent");
+    let spans = whole_trace(&collector, TRACE_ID).await;
+    assert_chain(
+        &spans,
+        sent,
+        Some("00f067aa0ba902b7"),
+        &Hops {
+            source: "shaped",
+            destination: "hook",
+            system: "http",
+        },
+    );
+    let receive = one(&spans, "receive ");
+
+    let warning = wait_until("the transform warning in the log", DELIVERY, || async {
+        json_lines(&qb.log())
+            .into_iter()
+            .find(|line| line["message"] == "source transform failed")
+    })
+    .await;
+    assert_eq!(warning["trace_id"], TRACE_ID, "{warning}");
+    assert_eq!(
+        warning["span_id"], receive.span_id,
+        "the receive span's id: {warning}"
+    );
+    assert_eq!(
+        warning["source"], "shaped",
+        "the event's own fields stay: {warning}"
+    );
+
+    // A refused credential: logged in the receive span of a trace of its own.
+    let other = "0af7651916cd43dd8448eb211c80319c";
+    let refused = post(
+        port,
+        "secured",
+        &[
+            ("traceparent", &format!("00-{other}-b7ad6b7169203331-01")),
+            ("x-api-key", "wrong"),
+        ],
+        r#"{"id":"s-1"}"#,
+    )
+    .await;
+    assert_eq!(refused, 401);
+    let line = wait_until("the refusal in the log", DELIVERY, || async {
+        json_lines(&qb.log())
+            .into_iter()
+            .find(|line| line["message"] == "inbox request refused: credentials")
+    })
+    .await;
+    assert_eq!(line["trace_id"], other, "{line}");
+    let span_id = line["span_id"].as_str().unwrap_or_default();
+    assert!(
+        span_id.len() == 16 && span_id != "b7ad6b7169203331",
+        "our receive span, not the sender's: {line}"
+    );
+
+    // Lines written outside any span (start-up, the relay starting) carry no ids.
+    let lines = json_lines(&qb.log());
+    let outside: Vec<&Value> = lines
+        .iter()
+        .filter(|line| line["message"] == "inbox relay started")
+        .collect();
+    assert_eq!(outside.len(), 1, "{lines:#?}");
+    for line in outside {
+        assert!(
+            line.get("trace_id").is_none() && line.get("span_id").is_none(),
+            "no ids outside a span: {line}"
+        );
+    }
     drop(qb);
 }
