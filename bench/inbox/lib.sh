@@ -83,22 +83,28 @@ new_db() {
 # drop_db NAME: drops a database now (it stays on the cleanup list, where a second drop is a no-op).
 drop_db() { psql -X -q -d postgres -c "DROP DATABASE IF EXISTS \"$1\" WITH (FORCE)" >/dev/null 2>&1 || true; }
 
-# write_config DB FILE RELAY(true|false) [CONSUMPTION push|pull]: one HTTP source `bench` at
-# /inbox/bench (key $.id, type $.type, topic bench.{{ eventType }}), no destination, no route.
-# SOURCE_AUTH: lines of an `auth` block for the source (indented, newline-terminated), or empty.
-write_config() {
-  local db=$1 file=$2 relay=$3 consumption=${4:-push}
-  cat >"$file" <<YML
+# config_head DB: the server and database sections every bench configuration starts with.
+config_head() {
+  cat <<YML
 server:
   httpPort: $QB_PORT
 database:
   type: postgresql
   # Plain TCP, as every figure before database TLS existed (2026-12-01) was measured.
-  url: jdbc:postgresql://$PGHOST:$PGPORT/$db?sslmode=disable
+  url: jdbc:postgresql://$PGHOST:$PGPORT/$1?sslmode=disable
   username: $PGUSER
   password: $PGPASSWORD
   poolSize: $POOL
   migrate: true
+YML
+}
+
+# write_config DB FILE RELAY(true|false) [CONSUMPTION push|pull]: one HTTP source `bench` at
+# /inbox/bench (key $.id, type $.type, topic bench.{{ eventType }}), no destination, no route.
+# SOURCE_AUTH: lines of an `auth` block for the source (indented, newline-terminated), or empty.
+write_config() {
+  local db=$1 file=$2 relay=$3 consumption=${4:-push}
+  { config_head "$db"; cat <<YML
 inbox:
   relay:
     enabled: $relay
@@ -115,6 +121,7 @@ sources:
 ${SOURCE_AUTH:-}admin:
   enabled: false
 YML
+  } >"$file"
 }
 
 # migrate DB: the QueueBox schema in DB, from the binary's own migrations.
@@ -183,3 +190,53 @@ db_backend_pids() { sql postgres "SELECT pid FROM pg_stat_activity WHERE datname
 
 # median: the median of the numbers on stdin (one a line).
 median() { sort -g | awk '{a[NR]=$1} END {if (NR==0) {print "n/a"} else if (NR%2) {print a[(NR+1)/2]} else {printf "%.1f\n", (a[NR/2]+a[NR/2+1])/2}}'; }
+
+# --- One broker-source ingest run (run-kafka-, run-nats-, run-rabbitmq-, run-redis-ingest.sh) ---
+# The broker is preloaded while QueueBox is stopped; ingest_drain starts QueueBox on a config with
+# one broker source (relay off) and waits until the inbox holds ROWS rows; the script then settles
+# its broker (acks, offsets), stops QueueBox and prints ingest_result. The rate is on the
+# database's clock: (rows - 1) / (max - min created_at) of the stored rows.
+
+ticks() { awk '{print $14+$15}' "/proc/$1/stat" 2>/dev/null || echo 0; }
+ticks_many() { local t=0 p; for p in "$@"; do t=$((t + $(ticks "$p"))); done; echo "$t"; }
+mem() { awk '/^VmRSS:/{r=$2} /^VmHWM:/{h=$2} END{printf "VmRSS_kB=%s VmHWM_kB=%s", r, h}' "/proc/$1/status"; }
+
+# ingest_drain DB CFG BROKER_PID LABEL: QueueBox on CFG until DB's inbox holds ROWS rows or
+# RUN_TIMEOUT passes (logged with LABEL); QueueBox is left running. Sets the _IN_* state that
+# ingest_result reads.
+ingest_drain() {
+  local db=$1 cfg=$2 broker=$3 label=$4 deadline count now
+  _IN_LOAD=$(cut -d' ' -f1-3 /proc/loadavg)
+  _IN_ZERO=$(date +%s.%N)
+  RUST_LOG=${QB_RUST_LOG:-warn} "$QB_BIN" --config "$cfg" serve >>"$WORK/queuebox.log" 2>&1 &
+  QB_PID=$!
+  _PIDS+=("$QB_PID")
+  _IN_Q0=$(ticks "$QB_PID"); _IN_B0=$(ticks "$broker"); _IN_PIDS=; _IN_D0=0; _IN_FULL=
+  # The backends appear once the pool connects: read them after the first rows.
+  deadline=$((SECONDS + RUN_TIMEOUT))
+  while :; do
+    count=$(sql "$db" "SELECT count(*) FROM inbox")
+    now=$(date +%s.%N)
+    if [ "$count" -eq 0 ]; then _IN_ZERO=$now; fi
+    if [ -z "$_IN_PIDS" ] && [ "$count" -gt 0 ]; then _IN_PIDS=$(db_backend_pids "$db"); _IN_D0=$(ticks_many $_IN_PIDS); fi
+    [ "$count" -ge "$ROWS" ] && { _IN_FULL=$now; break; }
+    kill -0 "$QB_PID" 2>/dev/null || { cat "$WORK/queuebox.log" >&2; die "queuebox exited"; }
+    [ "$SECONDS" -lt "$deadline" ] || { log "$label: timeout at $count of $ROWS"; break; }
+    sleep 0.2
+  done
+  _IN_END=$now
+  _IN_Q1=$(ticks "$QB_PID"); _IN_B1=$(ticks "$broker"); _IN_D1=$(ticks_many $_IN_PIDS)
+  _IN_PEAK=$(mem "$QB_PID")
+}
+
+# ingest_result DB: the fields of the run ingest_drain measured (call after stop_queuebox).
+ingest_result() {
+  local db=$1 stored dead db_rate wall hz
+  hz=$(getconf CLK_TCK)
+  read -r stored dead db_rate <<<"$(sql "$db" "SELECT count(*), count(*) FILTER (WHERE state = 'dead'), round((count(*) - 1) / NULLIF(extract(epoch FROM max(created_at) - min(created_at)), 0)) FROM inbox" | tr '|' ' ')"
+  wall=$(echo "${_IN_FULL:-$_IN_END} - $_IN_ZERO" | bc -l)
+  per() { echo "1000000 * ($1) / ($hz * $stored)" | bc; }
+  echo "stored=$stored dead=$dead rate=$db_rate poll_rate=$(echo "$stored / $wall" | bc)" \
+       "us_per_row_qb=$(per "$_IN_Q1 - $_IN_Q0") us_per_row_broker=$(per "$_IN_B1 - $_IN_B0") us_per_row_pg_rundb=$(per "$_IN_D1 - $_IN_D0")" \
+       "end_$(echo "$_IN_PEAK" | sed 's/ / end_/') load_at_start=${_IN_LOAD// /,}"
+}

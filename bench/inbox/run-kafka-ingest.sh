@@ -33,7 +33,6 @@ DURATION_S=${DURATION_S:-10}
 KAFKA_BOOTSTRAP=${KAFKA_BOOTSTRAP:-${QB_TEST_KAFKA_BOOTSTRAP:-127.0.0.1:9092}}
 BENCH_BIN_DIR=${BENCH_BIN_DIR:-/var/cache/qb-target-bench/release}
 KAFKA_BIN=$BENCH_BIN_DIR/qb-bench-kafka
-HZ=$(getconf CLK_TCK)
 need_qb
 if ! [ -x "$KAFKA_BIN" ]; then
   log "building bench/kafka"
@@ -47,23 +46,10 @@ TOPIC=
 topic_down() { [ -z "$TOPIC" ] || kafka delete --topic "$TOPIC" --timeout-s 30 2>/dev/null || true; TOPIC=; }
 trap 'topic_down; _cleanup' EXIT
 
-ticks() { awk '{print $14+$15}' "/proc/$1/stat" 2>/dev/null || echo 0; }
-ticks_many() { local t=0 p; for p in "$@"; do t=$((t + $(ticks "$p"))); done; echo "$t"; }
-mem() { awk '/^VmRSS:/{r=$2} /^VmHWM:/{h=$2} END{printf "VmRSS_kB=%s VmHWM_kB=%s", r, h}' "/proc/$1/status"; }
 
 write_kafka_config() {
   local db=$1 file=$2 maxpoll=$3 group=$4
-  cat >"$file" <<YML
-server:
-  httpPort: $QB_PORT
-database:
-  type: postgresql
-  # Plain TCP, as every figure before database TLS existed (2026-12-01) was measured.
-  url: jdbc:postgresql://$PGHOST:$PGPORT/$db?sslmode=disable
-  username: $PGUSER
-  password: $PGPASSWORD
-  poolSize: $POOL
-  migrate: true
+  { config_head "$db"; cat <<YML
 inbox:
   relay:
     enabled: false
@@ -80,6 +66,7 @@ sources:
 admin:
   enabled: false
 YML
+  } >"$file"
 }
 
 DB=qb_bench4_kafka_$$
@@ -96,38 +83,14 @@ for run in $(seq 1 "$RUNS"); do
     GROUP=qb-bench4-$$-r$run-m$maxpoll
     kafka create --topic "$TOPIC" --partitions "$PARTITIONS" --timeout-s 60
     preload=$(kafka preload --topic "$TOPIC" --n "$ROWS" --prefix "r$run-m$maxpoll-$$" --timeout-s "$RUN_TIMEOUT")
-    load0=$(cut -d' ' -f1-3 /proc/loadavg)
     cfg=$WORK/qb-kafka-$maxpoll.yml
     write_kafka_config "$DB" "$cfg" "$maxpoll" "$GROUP"
-    t_exec=$(date +%s.%N)
-    RUST_LOG=${QB_RUST_LOG:-warn} "$QB_BIN" --config "$cfg" serve >>"$WORK/queuebox.log" 2>&1 &
-    QB_PID=$!
-    _PIDS+=("$QB_PID")
-    q0=$(ticks "$QB_PID"); b0=$(ticks "$BROKER_PID")
-    # the backends appear once the pool connects; read them after the first rows
-    deadline=$((SECONDS + RUN_TIMEOUT)); count=0; t_zero=$t_exec; t_full=; pids=; d0=0
-    while :; do
-      count=$(sql "$DB" "SELECT count(*) FROM inbox")
-      now=$(date +%s.%N)
-      if [ "$count" -eq 0 ]; then t_zero=$now; fi
-      if [ -z "$pids" ] && [ "$count" -gt 0 ]; then pids=$(db_backend_pids "$DB"); d0=$(ticks_many $pids); fi
-      [ "$count" -ge "$ROWS" ] && { t_full=$now; break; }
-      kill -0 "$QB_PID" 2>/dev/null || { cat "$WORK/queuebox.log" >&2; die "queuebox exited"; }
-      [ "$SECONDS" -lt "$deadline" ] || { log "run $run maxPollRecords $maxpoll: timeout at $count of $ROWS"; break; }
-      sleep 0.2
-    done
-    q1=$(ticks "$QB_PID"); b1=$(ticks "$BROKER_PID"); d1=$(ticks_many $pids)
-    peak=$(mem "$QB_PID")
+    ingest_drain "$DB" "$cfg" "$BROKER_PID" "run $run maxPollRecords $maxpoll"
     # the stop commits the stored offsets and leaves the group
     stop_queuebox
     lag=$(kafka lag --topic "$TOPIC" --group "$GROUP" --timeout-s 30 | sed 's/.*lag=//')
-    read -r stored dead db_rate <<<"$(sql "$DB" "SELECT count(*), count(*) FILTER (WHERE state = 'dead'), round((count(*) - 1) / NULLIF(extract(epoch FROM max(created_at) - min(created_at)), 0)) FROM inbox" | tr '|' ' ')"
-    wall=$(echo "${t_full:-$now} - $t_zero" | bc -l)
-    poll_rate=$(echo "$stored / $wall" | bc)
-    per() { echo "1000000 * ($1) / ($HZ * $stored)" | bc; }
-    echo "target=kafka run=$run maxpoll=$maxpoll rows=$ROWS partitions=$PARTITIONS stored=$stored dead=$dead rate=$db_rate poll_rate=$poll_rate" \
-         "group_lag_after=$lag us_per_row_qb=$(per "$q1 - $q0") us_per_row_broker=$(per "$b1 - $b0") us_per_row_pg_rundb=$(per "$d1 - $d0")" \
-         "end_$(echo "$peak" | sed 's/ / end_/') load_at_start=${load0// /,} $(echo "$preload" | sed 's/\([a-z_]*\)=/preload_\1=/g')"
+    echo "target=kafka run=$run maxpoll=$maxpoll rows=$ROWS partitions=$PARTITIONS group_lag_after=$lag $(ingest_result "$DB")" \
+         "$(echo "$preload" | sed 's/\([a-z_]*\)=/preload_\1=/g')"
     topic_down
   done
   if [ "$HTTP" = 1 ]; then

@@ -31,7 +31,6 @@ DURATION_S=${DURATION_S:-10}
 AMQP_URL=${AMQP_URL:-amqp://guest:guest@127.0.0.1:5672/%2f}
 BENCH_BIN_DIR=${BENCH_BIN_DIR:-/var/cache/qb-target-bench/release}
 AMQP_BIN=$BENCH_BIN_DIR/qb-bench-amqp
-HZ=$(getconf CLK_TCK)
 need_qb
 if ! [ -x "$AMQP_BIN" ]; then
   log "building bench/amqp"
@@ -45,23 +44,10 @@ amqp() { "$AMQP_BIN" "$@" --url "$AMQP_URL"; }
 queue_down() { amqp teardown --queue "$QUEUE" --timeout-s 30 2>/dev/null || true; }
 trap 'queue_down; _cleanup' EXIT
 
-ticks() { awk '{print $14+$15}' "/proc/$1/stat" 2>/dev/null || echo 0; }
-ticks_many() { local t=0 p; for p in "$@"; do t=$((t + $(ticks "$p"))); done; echo "$t"; }
-mem() { awk '/^VmRSS:/{r=$2} /^VmHWM:/{h=$2} END{printf "VmRSS_kB=%s VmHWM_kB=%s", r, h}' "/proc/$1/status"; }
 
 write_rmq_config() {
   local db=$1 file=$2 prefetch=$3
-  cat >"$file" <<YML
-server:
-  httpPort: $QB_PORT
-database:
-  type: postgresql
-  # Plain TCP, as every figure before database TLS existed (2026-12-01) was measured.
-  url: jdbc:postgresql://$PGHOST:$PGPORT/$db?sslmode=disable
-  username: $PGUSER
-  password: $PGPASSWORD
-  poolSize: $POOL
-  migrate: true
+  { config_head "$db"; cat <<YML
 inbox:
   relay:
     enabled: false
@@ -76,6 +62,7 @@ sources:
 admin:
   enabled: false
 YML
+  } >"$file"
 }
 
 DB=qb_bench4_rmq_$$
@@ -90,38 +77,14 @@ for run in $(seq 1 "$RUNS"); do
     queue_down
     amqp setup --queue "$QUEUE" --timeout-s 30
     preload=$(amqp preload --queue "$QUEUE" --n "$ROWS" --prefix "r$run-p$prefetch-$$" --timeout-s "$RUN_TIMEOUT")
-    load0=$(cut -d' ' -f1-3 /proc/loadavg)
     cfg=$WORK/qb-rmq-$prefetch.yml
     write_rmq_config "$DB" "$cfg" "$prefetch"
-    t_exec=$(date +%s.%N)
-    RUST_LOG=${QB_RUST_LOG:-warn} "$QB_BIN" --config "$cfg" serve >>"$WORK/queuebox.log" 2>&1 &
-    QB_PID=$!
-    _PIDS+=("$QB_PID")
-    q0=$(ticks "$QB_PID"); b0=$(ticks "$BROKER_PID")
-    # the backends appear once the pool connects; read them after the first rows
-    deadline=$((SECONDS + RUN_TIMEOUT)); count=0; t_zero=$t_exec; t_full=; pids=; d0=0
-    while :; do
-      count=$(sql "$DB" "SELECT count(*) FROM inbox")
-      now=$(date +%s.%N)
-      if [ "$count" -eq 0 ]; then t_zero=$now; fi
-      if [ -z "$pids" ] && [ "$count" -gt 0 ]; then pids=$(db_backend_pids "$DB"); d0=$(ticks_many $pids); fi
-      [ "$count" -ge "$ROWS" ] && { t_full=$now; break; }
-      kill -0 "$QB_PID" 2>/dev/null || { cat "$WORK/queuebox.log" >&2; die "queuebox exited"; }
-      [ "$SECONDS" -lt "$deadline" ] || { log "run $run prefetch $prefetch: timeout at $count of $ROWS"; break; }
-      sleep 0.2
-    done
-    q1=$(ticks "$QB_PID"); b1=$(ticks "$BROKER_PID"); d1=$(ticks_many $pids)
-    peak=$(mem "$QB_PID")
+    ingest_drain "$DB" "$cfg" "$BROKER_PID" "run $run prefetch $prefetch"
     sleep 0.5  # the last acks reach the broker
     depth=$(amqp depth --queue "$QUEUE" --timeout-s 30 | sed 's/depth=//')
     stop_queuebox
-    read -r stored dead db_rate <<<"$(sql "$DB" "SELECT count(*), count(*) FILTER (WHERE state = 'dead'), round((count(*) - 1) / NULLIF(extract(epoch FROM max(created_at) - min(created_at)), 0)) FROM inbox" | tr '|' ' ')"
-    wall=$(echo "${t_full:-$now} - $t_zero" | bc -l)
-    poll_rate=$(echo "$stored / $wall" | bc)
-    per() { echo "1000000 * ($1) / ($HZ * $stored)" | bc; }
-    echo "target=rabbitmq run=$run prefetch=$prefetch rows=$ROWS stored=$stored dead=$dead rate=$db_rate poll_rate=$poll_rate" \
-         "queue_depth_after=$depth us_per_row_qb=$(per "$q1 - $q0") us_per_row_broker=$(per "$b1 - $b0") us_per_row_pg_rundb=$(per "$d1 - $d0")" \
-         "end_$(echo "$peak" | sed 's/ / end_/') load_at_start=${load0// /,} $(echo "$preload" | sed 's/\([a-z_]*\)=/preload_\1=/g')"
+    echo "target=rabbitmq run=$run prefetch=$prefetch rows=$ROWS queue_depth_after=$depth $(ingest_result "$DB")" \
+         "$(echo "$preload" | sed 's/\([a-z_]*\)=/preload_\1=/g')"
     queue_down
   done
   if [ "$HTTP" = 1 ]; then
