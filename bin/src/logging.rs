@@ -7,7 +7,7 @@
 //! those spans, so they cost nothing.
 
 use crate::cli::LogFormat;
-use opentelemetry_sdk::trace::SdkTracer;
+use crate::tracing_export::Tracing;
 use queuebox_application::trace::{TARGET, current_ids};
 use std::ffi::OsString;
 use std::fmt;
@@ -23,8 +23,8 @@ use tracing_subscriber::{EnvFilter, Layer as _};
 
 /// Installs the global subscriber. Logs go to stderr so `check-config` output stays clean on stdout.
 /// `tracer` is the trace export's, when it is on.
-pub fn init(format: LogFormat, tracer: Option<SdkTracer>) {
-    let with_ids = tracer.is_some();
+pub fn init(format: LogFormat, tracing: Option<Tracing>) {
+    let with_ids = tracing.is_some();
     let filter = EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| EnvFilter::new("info"))
         .and(filter_fn(|meta| meta.target() != TARGET));
@@ -58,19 +58,31 @@ pub fn init(format: LogFormat, tracer: Option<SdkTracer>) {
             .with_filter(filter)
             .boxed(),
     };
-    let otel_layer = tracer.map(|tracer| {
-        tracing_opentelemetry::layer()
-            .with_tracer(tracer)
-            .with_location(false)
-            .with_threads(false)
-            .with_tracked_inactivity(false)
-            .with_level(false)
-            .with_target(false)
-            .with_filter(filter_fn(|meta| meta.target() == TARGET))
-    });
+    let (otel_layer, head_layer) = match tracing {
+        Some(Tracing { tracer, head }) => {
+            let otel = tracing_opentelemetry::layer()
+                .with_tracer(tracer)
+                .with_location(false)
+                .with_threads(false)
+                .with_tracked_inactivity(false)
+                .with_level(false)
+                .with_target(false)
+                // Nothing here reads OpenTelemetry's current context (the headers are written
+                // from the span itself), so entering a span need not start and attach one: a
+                // publish is entered at every poll.
+                .with_context_activation(false)
+                .with_filter(filter_fn(|meta| meta.target() == TARGET));
+            // The head sampler only travels with the subscriber; its filter lets nothing in, so
+            // it never makes a call site enabled.
+            let head = head.with_filter(filter_fn(|_| false));
+            (Some(otel), Some(head))
+        }
+        None => (None, None),
+    };
     // A second install (only possible in tests) keeps the first subscriber.
     let _ = tracing_subscriber::registry()
         .with(otel_layer)
+        .with(head_layer)
         .with(fmt_layer)
         .try_init();
 }

@@ -63,8 +63,8 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Serve => {
             metrics = Some(telemetry::install()?);
             match tracing_export::start(&loaded.settings.telemetry.tracing, &request.env) {
-                Ok(Some((export, tracer))) => {
-                    logging::init(cli.log_format, Some(tracer));
+                Ok(Some((export, tracing))) => {
+                    logging::init(cli.log_format, Some(tracing));
                     Some(export)
                 }
                 Ok(None) => {

@@ -8,12 +8,15 @@
 //! line when it works again.
 
 use opentelemetry::KeyValue;
+use opentelemetry::trace::{SpanContext, SpanKind, TraceContextExt as _, TraceId};
 use opentelemetry_otlp::WithExportConfig as _;
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::error::OTelSdkResult;
 use opentelemetry_sdk::trace::{
-    Sampler, SdkTracer, SdkTracerProvider, SpanData, SpanExporter as _, SpanProcessor,
+    Sampler, SamplingDecision, SdkTracer, SdkTracerProvider, ShouldSample, SpanData,
+    SpanExporter as _, SpanProcessor,
 };
+use queuebox_application::trace::{HeadSampler, HeadSampling};
 use queuebox_config::{OtlpProtocol, TracingSettings};
 use queuebox_ports::metrics as names;
 use std::sync::Mutex;
@@ -50,7 +53,7 @@ impl Export {
 pub fn start(
     settings: &TracingSettings,
     env: &[(String, String)],
-) -> anyhow::Result<Option<(Export, SdkTracer)>> {
+) -> anyhow::Result<Option<(Export, Tracing)>> {
     // Both series are in the scrape from the start (at 0 while export is off or has dropped
     // nothing), so a dashboard or alert on them never reads an absent series.
     metrics::counter!(names::TRACING_SPANS_DROPPED_TOTAL, "reason" => "queue_full").absolute(0);
@@ -75,19 +78,48 @@ pub fn start(
         .with_attribute(KeyValue::new("service.version", env!("CARGO_PKG_VERSION")))
         .build();
 
+    // The configured sampler decides at the head, before a span is made (HeadSampling): a span
+    // costs its builder and attributes whether sampled or not, and most are not. The SDK then
+    // records every span it is given; ParentBased keeps a span under an unsampled parent out.
+    let sampler: Box<dyn ShouldSample> = match settings.sample_ratio {
+        Some(ratio) => Box::new(Sampler::ParentBased(Box::new(Sampler::TraceIdRatioBased(
+            ratio,
+        )))),
+        // OTEL_TRACES_SAMPLER and OTEL_TRACES_SAMPLER_ARG, read by the SDK's default.
+        None => opentelemetry_sdk::trace::Config::default().sampler,
+    };
     let processor = QueueProcessor::start(settings, resource.clone())?;
-    let mut provider = SdkTracerProvider::builder()
+    let provider = SdkTracerProvider::builder()
         .with_span_processor(processor)
-        .with_resource(resource);
-    if let Some(ratio) = settings.sample_ratio {
-        provider = provider.with_sampler(Sampler::ParentBased(Box::new(
-            Sampler::TraceIdRatioBased(ratio),
-        )));
-    }
-    let provider = provider.build();
+        .with_resource(resource)
+        .with_sampler(Sampler::ParentBased(Box::new(Sampler::AlwaysOn)))
+        .build();
     use opentelemetry::trace::TracerProvider as _;
     let tracer = provider.tracer("queuebox");
-    Ok(Some((Export { provider }, tracer)))
+    let head = HeadSampling::new(ConfiguredSampler(sampler));
+    Ok(Some((Export { provider }, Tracing { tracer, head })))
+}
+
+/// What the log setup installs when export is on: the tracer of the OpenTelemetry layer and the
+/// head sampler of the message path.
+pub struct Tracing {
+    pub tracer: SdkTracer,
+    pub head: HeadSampling,
+}
+
+/// The configured OpenTelemetry sampler, asked at the head.
+#[derive(Debug)]
+struct ConfiguredSampler(Box<dyn ShouldSample>);
+
+impl HeadSampler for ConfiguredSampler {
+    fn sample(&self, parent: Option<&SpanContext>, trace_id: TraceId) -> bool {
+        let parent = parent
+            .map(|remote| opentelemetry::Context::new().with_remote_span_context(remote.clone()));
+        let result =
+            self.0
+                .should_sample(parent.as_ref(), trace_id, "", &SpanKind::Internal, &[], &[]);
+        result.decision == SamplingDecision::RecordAndSample
+    }
 }
 
 /// A span processor with a bounded queue in front of one export thread.

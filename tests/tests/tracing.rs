@@ -4,7 +4,7 @@
 
 use queuebox_tests::database::TestDatabase;
 use queuebox_tests::process::{Launch, QueueBox};
-use queuebox_tests::receiver::{Policy, Receiver};
+use queuebox_tests::receiver::{Policy, Receiver, Recorded};
 use queuebox_tests::{free_port, sample, scrape, wait_until};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -472,6 +472,103 @@ async fn over_grpc_a_malformed_traceparent_starts_a_new_trace_and_otel_variables
         file.contains("queuebox-under-test"),
         "OTEL_SERVICE_NAME is the service name"
     );
+    drop(qb);
+}
+
+#[tokio::test]
+async fn traces_the_sampler_leaves_out_get_no_spans_yet_carry_an_unsampled_traceparent() {
+    let collector = Collector::start();
+    let endpoint = format!("http://127.0.0.1:{}", collector.http);
+    // No sampleRatio: the standard variables choose the sampler, parent-based with ratio 0, so
+    // only a received trace whose sampled flag is set is recorded.
+    let Webhook {
+        collector,
+        receiver,
+        port,
+        qb,
+        db,
+    } = Webhook::start(
+        collector,
+        "    enabled: true\n    protocol: http/protobuf\n",
+        &[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()),
+            ("OTEL_TRACES_SAMPLER", "parentbased_traceidratio"),
+            ("OTEL_TRACES_SAMPLER_ARG", "0"),
+        ],
+    )
+    .await;
+
+    let unsampled_parent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00";
+    let new_trace = post(port, "orders", &[], r#"{"id":"o-new","type":"created"}"#).await;
+    let unsampled = post(
+        port,
+        "orders",
+        &[("traceparent", unsampled_parent)],
+        r#"{"id":"o-unsampled","type":"created"}"#,
+    )
+    .await;
+    assert!(
+        new_trace < 300 && unsampled < 300,
+        "{new_trace} {unsampled}"
+    );
+    let requests = receiver.wait_for(2, DELIVERY).await;
+    let traceparent_of = |requests: &[Recorded], id: &str| {
+        requests
+            .iter()
+            .find(|r| String::from_utf8_lossy(&r.body).contains(id))
+            .and_then(|r| r.header("traceparent"))
+            .unwrap_or_else(|| panic!("{id} arrived with a traceparent"))
+            .to_owned()
+    };
+    // A new trace left out: a trace id all the same, the sampled flag clear.
+    let sent_new = traceparent_of(&requests, "o-new");
+    let parts: Vec<&str> = sent_new.split('-').collect();
+    assert_eq!(parts.len(), 4, "{sent_new}");
+    assert_eq!(parts[3], "00", "{sent_new}");
+    assert!(
+        parts[1].len() == 32 && parts[1] != "0".repeat(32),
+        "{sent_new}"
+    );
+    // The stored inbox row carries the same trace, unsampled, for the pull clients.
+    let mut sql = db.connect().await;
+    let stored: String = sqlx::query_scalar(
+        "SELECT headers->>'traceparent' FROM inbox WHERE idempotency_key = 'o-new'",
+    )
+    .fetch_one(&mut sql)
+    .await
+    .expect("the inbox row");
+    assert!(
+        stored.starts_with(&format!("00-{}-", parts[1])) && stored.ends_with("-00"),
+        "{stored} against {sent_new}"
+    );
+    // A received unsampled trace: continued, with a span id of ours, still unsampled.
+    let sent_unsampled = traceparent_of(&requests, "o-unsampled");
+    assert!(
+        sent_unsampled.starts_with("00-0af7651916cd43dd8448eb211c80319c-")
+            && sent_unsampled.ends_with("-00"),
+        "{sent_unsampled}"
+    );
+    assert_ne!(sent_unsampled, unsampled_parent, "a new span id");
+
+    // A received sampled trace is recorded whole; spans leave in order, so once its spans are in
+    // the file, any span of the two earlier messages would be too.
+    let sampled = post(
+        port,
+        "orders",
+        &[("traceparent", TRACEPARENT)],
+        r#"{"id":"o-sampled","type":"created"}"#,
+    )
+    .await;
+    assert!(sampled < 300, "{sampled}");
+    let spans = whole_trace(&collector, TRACE_ID).await;
+    let sent_sampled = traceparent_of(&receiver.wait_for(3, DELIVERY).await, "o-sampled");
+    assert_chain(&spans, &sent_sampled, Some("00f067aa0ba902b7"), &WEBHOOK);
+    let others: Vec<Span> = collector
+        .spans()
+        .into_iter()
+        .filter(|s| s.trace_id != TRACE_ID)
+        .collect();
+    assert!(others.is_empty(), "spans of traces left out: {others:#?}");
     drop(qb);
 }
 

@@ -500,13 +500,15 @@ impl CaptureRunner {
                         Ok(ChangeEvent::Committed { inserts, ignored, end, committed_at }) => {
                             self.metrics.ignored.increment(ignored);
                             if inserts > 0 {
-                                let _wake_span = tracing::info_span!(
-                                    target: crate::trace::TARGET,
-                                    "capture wake",
-                                    otel.name = "capture wake",
-                                    otel.kind = "internal",
-                                    queuebox.inserts = inserts,
-                                );
+                                let _wake_span = crate::trace::Traced::root(|| {
+                                    tracing::info_span!(
+                                        target: crate::trace::TARGET,
+                                        "capture wake",
+                                        otel.name = "capture wake",
+                                        otel.kind = "internal",
+                                        queuebox.inserts = inserts,
+                                    )
+                                });
                                 self.wake.wake();
                                 if let Some(delay) = committed_at.and_then(|at| at.elapsed().ok()) {
                                     self.metrics.commit_to_wake.record(delay);

@@ -357,16 +357,18 @@ fn claim_span(rows: &[ClaimedRow], took: std::time::Duration) {
     if rows.is_empty() {
         return;
     }
-    let span = tracing::info_span!(
-        target: crate::trace::TARGET,
-        "claim",
-        otel.name = "claim outbox",
-        otel.kind = "consumer",
-        messaging.operation.type = "receive",
-        messaging.batch.message_count = rows.len(),
-        queuebox.claim.duration_ms = took.as_secs_f64() * 1000.0,
-    );
-    crate::trace::batch_of(&span, rows.iter().map(|row| row.headers.as_slice()));
+    let _claim =
+        crate::trace::Traced::of_batch(rows.iter().map(|row| row.headers.as_slice()), || {
+            tracing::info_span!(
+                target: crate::trace::TARGET,
+                "claim",
+                otel.name = "claim outbox",
+                otel.kind = "consumer",
+                messaging.operation.type = "receive",
+                messaging.batch.message_count = rows.len(),
+                queuebox.claim.duration_ms = took.as_secs_f64() * 1000.0,
+            )
+        });
 }
 
 /// Routes, publishes and decides the end of one row, then hands the fenced write to the finisher.
@@ -448,22 +450,25 @@ async fn publish(
     };
     let mut message = outbound(row, payload, resolved.route_key);
     // The publish span of this message and attempt; the destination receives its context.
-    let span = tracing::info_span!(
-        target: crate::trace::TARGET,
-        "publish",
-        otel.name = %format_args!("publish {}", destination.name),
-        otel.kind = "producer",
-        messaging.operation.type = "send",
-        messaging.system = destination.kind,
-        messaging.destination.name = %destination.name,
-        messaging.message.id = %message.id,
-        queuebox.attempt = row.attempt,
-        queuebox.outcome = tracing::field::Empty,
-        error.type = tracing::field::Empty,
-        otel.status_code = tracing::field::Empty,
-    );
-    crate::trace::continue_from(&span, &row.headers);
-    crate::trace::inject(&span, &mut message.headers);
+    // A trace the head sampler leaves out gets no span (Span::none()), only its context.
+    let traced = crate::trace::Traced::continuing(&row.headers, || {
+        tracing::info_span!(
+            target: crate::trace::TARGET,
+            "publish",
+            otel.name = %format_args!("publish {}", destination.name),
+            otel.kind = "producer",
+            messaging.operation.type = "send",
+            messaging.system = destination.kind,
+            messaging.destination.name = %destination.name,
+            messaging.message.id = %message.id,
+            queuebox.attempt = row.attempt,
+            queuebox.outcome = tracing::field::Empty,
+            error.type = tracing::field::Empty,
+            otel.status_code = tracing::field::Empty,
+        )
+    });
+    traced.inject(&mut message.headers);
+    let span = traced.span();
     let publish_started = Instant::now();
     let result = publisher.publish(&message).instrument(span.clone()).await;
     destination
@@ -478,7 +483,7 @@ async fn publish(
         }
         Err(error) => {
             span.record("queuebox.outcome", "failed");
-            crate::trace::record_failure(&span, error.kind.as_str());
+            crate::trace::record_failure(span, error.kind.as_str());
             destination.metrics.publish_failed(error.kind);
             let outcome = DeliveryOutcome::Failed {
                 reason: error.reason,

@@ -19,6 +19,7 @@ pub use coalesce::{CoalesceOptions, CoalescingInbox};
 pub use rate::RateLimiter;
 
 use crate::telemetry::IngestEvents;
+use crate::trace::Traced;
 use crate::transform::StageTransform;
 use async_trait::async_trait;
 use queuebox_domain::inbox::auth::CredentialCheck;
@@ -149,7 +150,7 @@ impl IngestPipeline {
         }
     }
 
-    async fn run(&self, source: &Prepared, received: Received) -> Ingested {
+    async fn run(&self, source: &Prepared, received: Received, trace: &Traced) -> Ingested {
         let spec = &source.spec;
         if let Some(limiter) = &source.limiter
             && let Err(retry_after) = limiter.try_acquire(Instant::now())
@@ -178,7 +179,9 @@ impl IngestPipeline {
                 .chain(received.correlation_id.as_deref()),
             || uuid::Uuid::new_v4().to_string(),
         );
-        let outcome = self.store_message(spec, received, &correlation).await;
+        let outcome = self
+            .store_message(spec, received, &correlation, trace)
+            .await;
         Ingested {
             correlation_id: Some(correlation),
             outcome,
@@ -191,6 +194,7 @@ impl IngestPipeline {
         spec: &IngestSource,
         received: Received,
         correlation: &str,
+        trace: &Traced,
     ) -> IngestOutcome {
         let document = match body::parse(&received.body) {
             Ok(document) => document,
@@ -222,7 +226,7 @@ impl IngestPipeline {
             spec.auth.as_ref().map(CredentialCheck::credential_header),
         );
         // The stored trace context is the receive span's, so the relay and pull clients continue it.
-        crate::trace::inject(&tracing::Span::current(), &mut headers);
+        trace.inject(&mut headers);
         if let Err(unstorable) =
             check_row_fields(&idempotency_key, &aggregate_id, &event_type, &headers)
         {
@@ -481,17 +485,20 @@ impl Ingest for IngestPipeline {
     async fn ingest(&self, source: &str, received: Received) -> Ingested {
         match self.sources.get(source) {
             Some(prepared) => {
-                // The receive span (export off: disabled, nothing below costs anything).
-                let span = tracing::info_span!(
-                    target: crate::trace::TARGET,
-                    "receive",
-                    otel.name = %format_args!("receive {source}"),
-                    otel.kind = "consumer",
-                    messaging.operation.type = "receive",
-                    messaging.destination.name = source,
-                );
-                crate::trace::continue_from(&span, &received.headers);
-                self.run(prepared, received).instrument(span).await
+                // The receive span (export off: disabled, nothing below costs anything; a trace
+                // the head sampler leaves out: no span, only the context the row stores).
+                let trace = Traced::continuing(&received.headers, || {
+                    tracing::info_span!(
+                        target: crate::trace::TARGET,
+                        "receive",
+                        otel.name = %format_args!("receive {source}"),
+                        otel.kind = "consumer",
+                        messaging.operation.type = "receive",
+                        messaging.destination.name = source,
+                    )
+                });
+                let span = trace.span().clone();
+                self.run(prepared, received, &trace).instrument(span).await
             }
             None => {
                 tracing::error!(source, "ingest called for a source that is not configured");

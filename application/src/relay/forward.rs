@@ -48,7 +48,8 @@ pub(crate) async fn forward_batch(
     let mut outcome = Outcome::default();
     let mut forwards = Vec::with_capacity(rows.len());
     // One relay span per forwarded row, ended when the batch's forward is over (export off: the
-    // spans are disabled and this stays empty).
+    // spans are disabled and this stays empty; a row whose trace the head sampler leaves out has
+    // none).
     let mut spans = Vec::new();
     for row in rows {
         match topics
@@ -57,19 +58,20 @@ pub(crate) async fn forward_batch(
         {
             Ok(topic) => {
                 let mut headers = relay_headers(&row);
-                let span = tracing::info_span!(
-                    target: crate::trace::TARGET,
-                    "relay",
-                    otel.name = %format_args!("relay {}", row.source),
-                    otel.kind = "internal",
-                    messaging.operation.type = "process",
-                    messaging.destination.name = %row.source,
-                    messaging.message.id = %row.id,
-                );
-                if !span.is_disabled() {
-                    crate::trace::continue_from(&span, &row.headers);
-                    crate::trace::inject(&span, &mut headers);
-                    spans.push(span);
+                let traced = crate::trace::Traced::continuing(&row.headers, || {
+                    tracing::info_span!(
+                        target: crate::trace::TARGET,
+                        "relay",
+                        otel.name = %format_args!("relay {}", row.source),
+                        otel.kind = "internal",
+                        messaging.operation.type = "process",
+                        messaging.destination.name = %row.source,
+                        messaging.message.id = %row.id,
+                    )
+                });
+                traced.inject(&mut headers);
+                if !traced.span().is_disabled() {
+                    spans.push(traced);
                 }
                 forwards.push(ForwardedRow {
                     inbox_id: row.id,
