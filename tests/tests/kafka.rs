@@ -742,7 +742,7 @@ async fn two_replicas_in_one_group_share_the_partitions_and_store_every_record_o
     create_topic(&topic, 4).await;
     let service = Service::start(&source("orders-log", &topic, &group, "")).await;
     let producer = producer();
-    let total: i64 = 800;
+    let first_half: i64 = 400;
     let send_range = |range: std::ops::Range<i64>| {
         let (producer, topic) = (&producer, &topic);
         async move {
@@ -759,24 +759,41 @@ async fn two_replicas_in_one_group_share_the_partitions_and_store_every_record_o
             }
         }
     };
-    send_range(0..total / 2).await;
-    wait_until("the first replica storing", WAIT, || async {
-        (service.count("SELECT count(*) FROM inbox").await > 0).then_some(())
-    })
-    .await;
-    // The second replica joins while records are being read: the group rebalances, the first
-    // replica commits what it stored for the partitions it gives up, and nothing is skipped.
-    let (mut second, second_port) = service.replica();
-    second.wait_live(second_port, START).await;
-    send_range(total / 2..total).await;
-    wait_each_stored_once(&service.sql, "record", total, Duration::from_secs(60)).await;
-    // Both replicas consumed: each one's metrics count rows it stored.
+    // Each replica's metrics count the rows it stored.
     let counted = |port: u16| async move {
         sample(
             &queuebox_tests::scrape(port).await,
             "queuebox_inbox_messages_total{status=\"new\"}",
         )
     };
+    send_range(0..first_half).await;
+    wait_until("the first replica storing", WAIT, || async {
+        (service.count("SELECT count(*) FROM inbox").await > 0).then_some(())
+    })
+    .await;
+    // The second replica joins while records are being read: the group rebalances, the first
+    // replica commits what it stored for the partitions it gives up, and nothing is skipped. The
+    // broker hands the newcomer its partitions when the rebalance completes, which on a loaded
+    // machine can come after a fixed second half has all been read by the first replica: records
+    // go on in steps of 100, each waited for, until the second replica has stored some.
+    let (mut second, second_port) = service.replica();
+    second.wait_live(second_port, START).await;
+    let mut total = first_half;
+    let deadline = std::time::Instant::now() + Duration::from_secs(90);
+    while counted(second_port).await == 0.0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the second replica stored nothing of {total} records"
+        );
+        send_range(total..total + 100).await;
+        total += 100;
+        let sent = total;
+        wait_until("this step stored", WAIT, || async {
+            (service.count("SELECT count(*) FROM inbox").await >= sent).then_some(())
+        })
+        .await;
+    }
+    wait_each_stored_once(&service.sql, "record", total, Duration::from_secs(60)).await;
     let (one, two) = (counted(service.port).await, counted(second_port).await);
     assert!(
         one > 0.0 && two > 0.0,
