@@ -139,7 +139,8 @@ impl Traced {
         }
     }
 
-    /// The span `make` builds for one batch serving the rows of `contexts`: see [`batch_of`]. A
+    /// The span `make` builds for one batch serving the rows of `contexts`: a child of their trace
+    /// when they all belong to one, otherwise a root linked to each row's context. A
     /// batch of one trace is sampled as that trace; a batch of many, or of none, as a new trace.
     pub fn of_batch<'a>(
         contexts: impl Iterator<Item = &'a [(String, String)]>,
@@ -210,7 +211,7 @@ fn span_context(parent: &TraceParent, members: Vec<(String, String)>) -> SpanCon
 
 /// Makes `span` a child of the context `headers` carry; without a valid one the span starts a new
 /// trace. Must run before the span is first entered.
-pub fn continue_from(span: &Span, headers: &[(String, String)]) {
+fn continue_from(span: &Span, headers: &[(String, String)]) {
     if span.is_disabled() {
         return;
     }
@@ -219,20 +220,10 @@ pub fn continue_from(span: &Span, headers: &[(String, String)]) {
     }
 }
 
-/// Links `span` to the context `headers` carry (nothing without a valid one).
-pub fn link_to(span: &Span, headers: &[(String, String)]) {
-    if span.is_disabled() {
-        return;
-    }
-    if let Some(remote) = remote_context(headers) {
-        span.add_link(remote);
-    }
-}
-
 /// A span of one batch that serves the rows of `contexts`: a child of their trace when they all
 /// belong to one trace, otherwise a root linked to each row's context (links, not parents, where
 /// one batch serves many traces).
-pub fn batch_of<'a>(span: &Span, contexts: impl Iterator<Item = &'a [(String, String)]>) {
+fn batch_of<'a>(span: &Span, contexts: impl Iterator<Item = &'a [(String, String)]>) {
     if span.is_disabled() {
         return;
     }
