@@ -100,6 +100,10 @@ done
 log "collector on 127.0.0.1:$OTEL_HTTP_PORT; $ROUNDS rounds of: $PARTS; arms: $ARMS; sample ratio $RATIO with export on"
 if (exec 3<>"/dev/tcp/127.0.0.1/$DOWN_PORT") 2>/dev/null; then die "DOWN_PORT $DOWN_PORT answers: the down arm needs a closed port"; fi
 
+HZ=$(getconf CLK_TCK)
+# collector_ticks: the collector's user + system CPU time so far, in clock ticks.
+collector_ticks() { awk '{print $14 + $15}' "/proc/$COLLECTOR_PID/stat"; }
+
 # spans_now: the spans in the collector's file so far (each line holds a batch of them).
 spans_now() {
   if [ -f "$SPANS" ]; then { grep -o '"spanId"' "$SPANS" || true; } | wc -l; else echo 0; fi
@@ -122,11 +126,14 @@ one_run() {
       QUEUEBOX_TELEMETRY_TRACING_SAMPLERATIO="$RATIO")
   fi
   before=$(spans_now)
+  local ticks0 ticks1 qb_us=
+  ticks0=$(collector_ticks)
   case $part in
     drain)
       env "${env_on[@]}" bash "$BENCH_DIR/run-delivery.sh" "$SCENARIO" 1 >"$out" 2>"$out.err" ||
         { cat "$out" "$out.err" >&2; die "run-delivery.sh failed ($arm)"; }
-      rate=$(sed -n 's/.* median_rate=\([0-9.]*\).*/\1/p' "$out" | tail -1) ;;
+      rate=$(sed -n 's/.* median_rate=\([0-9.]*\).*/\1/p' "$out" | tail -1)
+      qb_us=$(sed -n 's/.* us_per_msg_qb=\([0-9.]*\).*/\1/p' "$out" | tail -1) ;;
     ingest)
       env "${env_on[@]}" TARGETS=queuebox MODES=unique bash "$BENCH_DIR/inbox/run-ingest.sh" 1 "$INGEST_S" \
         >"$out" 2>"$out.err" || { cat "$out" "$out.err" >&2; die "run-ingest.sh failed ($arm)"; }
@@ -137,13 +144,16 @@ one_run() {
   # The collector flushes its file every second; the export thread sends within a second of a span.
   sleep 2.5
   after=$(spans_now)
+  ticks1=$(collector_ticks)
   if [ "$arm" = on ] && [ "$after" -le "$before" ]; then
     die "export on, yet the collector received no span during the $part run"
   fi
   if [ "$arm" != on ] && [ "$after" -ne "$before" ]; then
     die "export $arm, yet the collector received $((after - before)) spans during the $part run"
   fi
-  echo "$rate $((after - before))"
+  # The collector's CPU over the run and the flush after it: work the export adds to the machine,
+  # which on these shared cores competes with the drain.
+  echo "$rate $((after - before)) $(echo "scale=2; ($ticks1 - $ticks0) / $HZ" | bc) ${qb_us:-n/a}"
 }
 
 RES=$WORK/results.txt
@@ -153,8 +163,8 @@ for round in $(seq 1 "$ROUNDS"); do
   for part in $PARTS; do
     for arm in $arms; do
       result=$(one_run "$part" "$arm")
-      read -r rate spans <<<"$result"
-      echo "round=$round part=$part arm=$arm rate=$rate spans=$spans" | tee -a "$RES"
+      read -r rate spans collector_s qb_us <<<"$result"
+      echo "round=$round part=$part arm=$arm rate=$rate spans=$spans collector_cpu_s=$collector_s us_per_msg_qb=$qb_us" | tee -a "$RES"
     done
   done
 done
@@ -170,6 +180,7 @@ for part in $PARTS; do
     # The rounds' own ratios: this arm / off of the same round.
     paired=$(paste <(rates "$part" "$arm") <(rates "$part" off) | awk '$2 > 0 {print $1 / $2}' | sort -g |
       awk '{a[NR]=$1} END {if (NR==0) print "n/a"; else if (NR%2) printf "%.3f\n", a[(NR+1)/2]; else printf "%.3f\n", (a[NR/2]+a[NR/2+1])/2}')
+    echo "median part=$part arm=$arm collector_cpu_s=$(sed -n "s/.* part=$part arm=$arm .* collector_cpu_s=\([0-9.]*\) .*/\1/p" "$RES" | median) us_per_msg_qb=$(sed -n "s/.* part=$part arm=$arm .* us_per_msg_qb=\([0-9.]*\)$/\1/p" "$RES" | median) (off: $(sed -n "s/.* part=$part arm=off .* us_per_msg_qb=\([0-9.]*\)$/\1/p" "$RES" | median))"
     echo "median part=$part off=$off $arm=$value ratio_of_medians=$(awk -v a="$value" -v b="$off" 'BEGIN {if (b > 0) printf "%.3f", a / b; else print "n/a"}') median_of_round_ratios=$paired"
   done
 done
