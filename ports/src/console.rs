@@ -125,11 +125,11 @@ pub trait ConsoleStore: Send + Sync {
     /// A [`StoreError`] when the query fails.
     async fn outbox_counts(&self) -> Result<Vec<OutboxStateCount>, StoreError>;
 
-    /// Every distinct outbox topic (whatever the state), for the destination filter.
+    /// Every distinct topic of a dead outbox row, for the dead list's destination filter.
     ///
     /// # Errors
     /// A [`StoreError`] when the query fails.
-    async fn outbox_topics(&self) -> Result<Vec<String>, StoreError>;
+    async fn outbox_dead_topics(&self) -> Result<Vec<String>, StoreError>;
 
     /// Pending, processing and dead inbox rows per source, consumption mode and state.
     ///

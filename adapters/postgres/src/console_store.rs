@@ -22,7 +22,7 @@ use uuid::Uuid;
 #[derive(Debug, Clone)]
 pub struct ConsoleStatements {
     outbox_counts: SqlStr,
-    outbox_topics: SqlStr,
+    outbox_dead_topics: SqlStr,
     inbox_counts: SqlStr,
     outbox_dead_page: SqlStr,
     outbox_dead_count: SqlStr,
@@ -52,9 +52,9 @@ impl ConsoleStatements {
                 "console_outbox_counts",
                 include_str!("../queries/console_outbox_counts.sql"),
             )?,
-            outbox_topics: r(
-                "console_outbox_topics",
-                include_str!("../queries/console_outbox_topics.sql"),
+            outbox_dead_topics: r(
+                "console_outbox_dead_topics",
+                include_str!("../queries/console_outbox_dead_topics.sql"),
             )?,
             inbox_counts: r(
                 "console_inbox_counts",
@@ -103,7 +103,7 @@ impl ConsoleStatements {
     pub fn iter(&self) -> impl Iterator<Item = (&'static str, &str)> {
         [
             ("console_outbox_counts", &self.outbox_counts),
-            ("console_outbox_topics", &self.outbox_topics),
+            ("console_outbox_dead_topics", &self.outbox_dead_topics),
             ("console_inbox_counts", &self.inbox_counts),
             ("console_outbox_dead_page", &self.outbox_dead_page),
             ("console_outbox_dead_count", &self.outbox_dead_count),
@@ -200,12 +200,12 @@ impl ConsoleStore for PgConsoleStore {
             .collect()
     }
 
-    async fn outbox_topics(&self) -> Result<Vec<String>, StoreError> {
+    async fn outbox_dead_topics(&self) -> Result<Vec<String>, StoreError> {
         const OPERATION: &str = "console outbox topics";
         let rows = self
             .fetch(
                 OPERATION,
-                sqlx::query(self.statements.outbox_topics.clone()),
+                sqlx::query(self.statements.outbox_dead_topics.clone()),
             )
             .await?;
         rows.iter()

@@ -161,7 +161,8 @@ async fn record(
     Ok(())
 }
 
-/// True when every object the version creates exists in the current schema.
+/// True when every object the version creates exists in the current schema (and every index it
+/// drops is gone).
 async fn already_present(
     connection: &mut PgConnection,
     migration: &Migration,
@@ -196,6 +197,11 @@ async fn exists(
                 .await?
         }
         SchemaObject::Sequence(name) => relation(name, &["S"]).fetch_one(&mut *connection).await?,
+        SchemaObject::NoIndex(name) => {
+            !relation(name, &["i", "I"])
+                .fetch_one(&mut *connection)
+                .await?
+        }
         SchemaObject::Column(table, column) => {
             sqlx::query_scalar::<_, bool>(COLUMN_EXISTS)
                 .bind(table)

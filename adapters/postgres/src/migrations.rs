@@ -28,7 +28,8 @@ impl Migration {
     }
 }
 
-/// A schema object a migration creates, looked up in the current schema.
+/// A schema object a migration creates (or, for [`SchemaObject::NoIndex`], removes), looked up in
+/// the current schema.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum SchemaObject {
     /// A table.
@@ -37,11 +38,13 @@ pub(crate) enum SchemaObject {
     Column(&'static str, &'static str),
     /// An index (a unique constraint is backed by an index of its name).
     Index(&'static str),
+    /// An index the version drops: in place when no index of that name is left.
+    NoIndex(&'static str),
     /// A sequence.
     Sequence(&'static str),
 }
 
-use SchemaObject::{Column, Index, Sequence, Table};
+use SchemaObject::{Column, Index, NoIndex, Sequence, Table};
 
 macro_rules! migration {
     ($version:literal, $file:literal, [$($object:expr),* $(,)?]) => {
@@ -54,15 +57,13 @@ macro_rules! migration {
     };
 }
 
-static MIGRATIONS: [Migration; 16] = [
+static MIGRATIONS: [Migration; 17] = [
     migration!(
         1,
         "V1__create_outbox.sql",
-        [
-            Table("outbox"),
-            Index("idx_outbox_pending_scheduled"),
-            Index("idx_outbox_topic"),
-        ]
+        // idx_outbox_topic, which V1 also creates, is not looked for: V17 drops it, so a schema
+        // applied by hand up to V17 would otherwise never be recognised as holding V1.
+        [Table("outbox"), Index("idx_outbox_pending_scheduled")]
     ),
     migration!(
         2,
@@ -137,10 +138,10 @@ static MIGRATIONS: [Migration; 16] = [
     migration!(
         11,
         "V11__add_outbox_sequence.sql",
+        // Not idx_outbox_key_sequence, which V17 replaces (see V1).
         [
             Sequence("outbox_sequence_seq"),
-            Column("outbox", "sequence"),
-            Index("idx_outbox_key_sequence"),
+            Column("outbox", "sequence")
         ]
     ),
     migration!(
@@ -167,6 +168,15 @@ static MIGRATIONS: [Migration; 16] = [
         16,
         "V16__add_outbox_dead_topic_index.sql",
         [Index("idx_outbox_dead_topic")]
+    ),
+    migration!(
+        17,
+        "V17__narrow_outbox_indexes.sql",
+        [
+            Index("idx_outbox_keyed_sequence"),
+            NoIndex("idx_outbox_key_sequence"),
+            NoIndex("idx_outbox_topic"),
+        ]
     ),
 ];
 

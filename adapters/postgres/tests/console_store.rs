@@ -76,6 +76,7 @@ async fn counts_lists_filters_rows_lookups_and_requeue() {
     f.outbox("orders", "k4", "pending", None, 40).await;
     f.outbox("orders", "k5", "sent", None, 1).await;
     f.outbox("users", "k6", "processing", None, 1).await;
+    f.outbox("invoices", "k7", "sent", None, 1).await;
 
     let counts = f.store.outbox_counts().await.expect("counts");
     let find = |topic: &str, state: &str| {
@@ -89,8 +90,9 @@ async fn counts_lists_filters_rows_lookups_and_requeue() {
     assert_eq!(find("users", "processing"), Some(1));
     assert_eq!(find("orders", "sent"), None, "sent rows are never counted");
     assert_eq!(
-        f.store.outbox_topics().await.expect("topics"),
-        ["orders", "users"]
+        f.store.outbox_dead_topics().await.expect("topics"),
+        ["orders", "users"],
+        "the topics of dead rows only: invoices has a sent row and no dead one"
     );
     let pending = counts
         .iter()
@@ -557,7 +559,7 @@ fn explain(statements: &ConsoleStatements, options: &str, ask: &Ask) -> Query {
         Ask::Count(_, filter) => count_query(sql(count), filter),
         Ask::OutboxCounts => plain("console_outbox_counts"),
         Ask::InboxCounts => plain("console_inbox_counts"),
-        Ask::Topics => plain("console_outbox_topics"),
+        Ask::Topics => plain("console_outbox_dead_topics"),
         Ask::Row(Table::Outbox, id) => plain("console_outbox_row").bind(*id).bind(65_536_i32),
         Ask::Row(Table::Inbox, id) => plain("console_inbox_row").bind(*id).bind(65_536_i32),
         Ask::ByKey(key) => plain("console_inbox_by_key").bind(*key),
@@ -660,7 +662,7 @@ async fn plans_and_times_at_one_million_outbox_rows() {
                     Ask::Count(table, filter) => store.dead_count(table, &filter).await.map(drop),
                     Ask::OutboxCounts => store.outbox_counts().await.map(drop),
                     Ask::InboxCounts => store.inbox_counts().await.map(drop),
-                    Ask::Topics => store.outbox_topics().await.map(drop),
+                    Ask::Topics => store.outbox_dead_topics().await.map(drop),
                     Ask::Row(table, id) => store.row(table, id, 65_536).await.map(drop),
                     Ask::ByKey(key) => store.inbox_by_key(key).await.map(drop),
                     Ask::ByCorrelation(id) => store.inbox_by_correlation(id, 100).await.map(drop),

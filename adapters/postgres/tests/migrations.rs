@@ -192,16 +192,14 @@ fn expected_outbox_indexes() -> Vec<(String, String)> {
             "CREATE INDEX idx_outbox_pending_scheduled ON public.outbox USING btree (state, scheduled_at) WHERE ((state)::text = 'pending'::text)",
         ),
         (
-            "idx_outbox_topic",
-            "CREATE INDEX idx_outbox_topic ON public.outbox USING btree (topic)",
-        ),
-        (
             "idx_outbox_processing_claimed",
             "CREATE INDEX idx_outbox_processing_claimed ON public.outbox USING btree (claimed_at) WHERE ((state)::text = 'processing'::text)",
         ),
+        // V17 replaced the documented idx_outbox_key_sequence (the same without `key IS NOT NULL`)
+        // and dropped idx_outbox_topic: a deviation, see features.md.
         (
-            "idx_outbox_key_sequence",
-            "CREATE INDEX idx_outbox_key_sequence ON public.outbox USING btree (key, sequence) WHERE ((state)::text = ANY ((ARRAY['pending'::character varying, 'processing'::character varying])::text[]))",
+            "idx_outbox_keyed_sequence",
+            "CREATE INDEX idx_outbox_keyed_sequence ON public.outbox USING btree (key, sequence) WHERE (((state)::text = ANY ((ARRAY['pending'::character varying, 'processing'::character varying])::text[])) AND (key IS NOT NULL))",
         ),
         // V12, a QueueBox addition: the index of due rows without a key, for an O(batch) claim.
         (
@@ -379,8 +377,8 @@ async fn two_processes_preparing_at_once_apply_each_version_once() {
 #[tokio::test]
 async fn a_schema_applied_by_hand_is_baselined_not_rerun() {
     let db = TestDb::create().await;
-    // Every bundled file by hand, V12 included.
-    db.apply_by_hand(16).await;
+    // Every bundled file by hand, V12 and V17 included.
+    db.apply_by_hand(17).await;
     db.exec("INSERT INTO outbox (topic, payload) VALUES ('t', '{}')")
         .await;
 
@@ -437,7 +435,7 @@ async fn a_database_with_v1_to_v10_by_hand_gets_only_v11_which_numbers_rows_in_c
         .await
         .expect("connect");
     let report = database.migrate().await.expect("migrate");
-    assert_eq!(report.applied, [11, 12, 13, 14, 15, 16]);
+    assert_eq!(report.applied, [11, 12, 13, 14, 15, 16, 17]);
     assert_eq!(report.baselined, (1..=10).collect::<Vec<_>>());
     database.prepare().await.expect("prepare");
     assert_documented_schema(&db).await;
@@ -469,6 +467,14 @@ async fn v11_accepts_a_sequence_column_added_with_the_guard_statement() {
     for statement in queuebox_postgres::outbox_sequence_fix(&SchemaNames::default()) {
         db.exec(&statement).await;
     }
+    // The identity column and its sequence are what V11 creates, so the runner records V11 as
+    // applied by hand; the file itself must still run over them (an operator applying the
+    // files by hand after the guard statement does exactly that).
+    let v11 = migration_files()
+        .iter()
+        .find(|m| m.version == 11)
+        .expect("V11");
+    db.exec(v11.sql).await;
     let database = connect(&db.options(true, SchemaNames::default()))
         .await
         .expect("connect");
@@ -476,7 +482,8 @@ async fn v11_accepts_a_sequence_column_added_with_the_guard_statement() {
         .migrate()
         .await
         .expect("migrate over an identity column");
-    assert_eq!(report.applied, [11, 12, 13, 14, 15, 16]);
+    assert_eq!(report.baselined, (1..=11).collect::<Vec<_>>());
+    assert_eq!(report.applied, [12, 13, 14, 15, 16, 17]);
     database.prepare().await.expect("prepare");
     let mut session = db.session().await;
     sqlx::query("INSERT INTO outbox (topic, payload) VALUES ('t', '{}')")
@@ -493,6 +500,28 @@ async fn v11_accepts_a_sequence_column_added_with_the_guard_statement() {
 }
 
 #[tokio::test]
+async fn v17_runs_while_an_index_it_drops_is_still_there() {
+    // An operator built V17's new index concurrently ahead of the upgrade, as the file advises,
+    // but left the two old ones: the version is not taken as applied, it runs and drops them.
+    let db = TestDb::create().await;
+    db.apply_by_hand(16).await;
+    db.exec(
+        "CREATE INDEX idx_outbox_keyed_sequence ON outbox (key, sequence) \
+         WHERE state IN ('pending', 'processing') AND key IS NOT NULL",
+    )
+    .await;
+    let database = connect(&db.options(true, SchemaNames::default()))
+        .await
+        .expect("connect");
+    let report = database.migrate().await.expect("migrate");
+    assert_eq!(report.baselined, (1..=16).collect::<Vec<_>>());
+    assert_eq!(report.applied, [17]);
+    assert_documented_schema(&db).await;
+    database.close().await;
+    db.drop_now().await;
+}
+
+#[tokio::test]
 async fn a_partly_applied_version_is_completed() {
     let db = TestDb::create().await;
     db.apply_by_hand(5).await;
@@ -504,7 +533,7 @@ async fn a_partly_applied_version_is_completed() {
         .expect("connect");
     let report = database.migrate().await.expect("migrate");
     assert_eq!(report.baselined, [1, 2, 3, 4, 5]);
-    assert_eq!(report.applied, [6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16]);
+    assert_eq!(report.applied, [6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17]);
     assert_documented_schema(&db).await;
     database.close().await;
     db.drop_now().await;
@@ -589,7 +618,7 @@ async fn migrate_with_a_renamed_mapping_is_refused_naming_each_setting() {
 }
 
 #[tokio::test]
-async fn the_eleven_documented_files_by_hand_get_only_the_claim_indexes_added() {
+async fn the_eleven_documented_files_by_hand_get_only_our_index_versions() {
     let db = TestDb::create().await;
     db.apply_by_hand(11).await;
     let database = connect(&db.options(true, SchemaNames::default()))
@@ -597,7 +626,7 @@ async fn the_eleven_documented_files_by_hand_get_only_the_claim_indexes_added() 
         .expect("connect");
     let report = database.migrate().await.expect("migrate");
     assert_eq!(report.baselined, (1..=11).collect::<Vec<_>>());
-    assert_eq!(report.applied, [12, 13, 14, 15, 16]);
+    assert_eq!(report.applied, [12, 13, 14, 15, 16, 17]);
     assert_documented_schema(&db).await;
     database.close().await;
     db.drop_now().await;

@@ -427,11 +427,11 @@ async fn selection(
     {
         fields.push(("destination", destination.clone()));
         // Rows do not store their destination: it is the first route whose pattern covers the
-        // topic. The table's topics come from a loose scan of the topic index.
+        // topic. The dead rows' topics come from a loose scan of the dead-topic index.
         let topics: Vec<String> = console
             .routes
             .store
-            .outbox_topics()
+            .outbox_dead_topics()
             .await?
             .into_iter()
             .filter(|topic| destination_of(console, topic) == destination)
