@@ -20,7 +20,7 @@ for round in $(seq 1 "$ROUNDS"); do
   done
   bash "$BENCH_DIR/run-limit-index-cost.sh" 1 2>/dev/null | grep 'variant=' | sed "s/^round=1 /round=$round /" | tee -a "$RES"
 done
-median() { sort -g | awk '{a[NR]=$1} END {if (NR==0) print 0; else if (NR%2) print a[(NR+1)/2]; else printf "%.0f\n", (a[NR/2]+a[NR/2+1])/2}'; }
+source "$BENCH_DIR/stats.sh"
 ceiling=$(sed -n 's/.* variant=with .* msg_per_s=\([0-9]*\) .*/\1/p' "$RES" | median)
 ceiling_without=$(sed -n 's/.* variant=without .* msg_per_s=\([0-9]*\) .*/\1/p' "$RES" | median)
 echo "median ceiling msg_per_s=$ceiling (limit schema) $ceiling_without (without idx_outbox_topic)"

@@ -45,7 +45,7 @@ for round in $(seq 1 "$ROUNDS"); do
     done
   done
 done
-median() { sort -g | awk '{a[NR]=$1} END {if (NR==0) print "n/a"; else if (NR%2) print a[(NR+1)/2]; else printf "%.1f\n", (a[NR/2]+a[NR/2+1])/2}'; }
+source "$BENCH_DIR/stats.sh"
 for scenario in $SCENARIOS; do
   base=$(sed -n "s/.* scenario=$scenario arm=base rate=\([0-9.]*\) .*/\1/p" "$RES" | median)
   for arm in $ARMS; do

@@ -169,7 +169,7 @@ for round in $(seq 1 "$ROUNDS"); do
   done
 done
 
-median() { sort -g | awk '{a[NR]=$1} END {if (NR==0) {print "n/a"} else if (NR%2) {print a[(NR+1)/2]} else {printf "%.1f\n", (a[NR/2]+a[NR/2+1])/2}}'; }
+source "$BENCH_DIR/stats.sh"
 rates() { sed -n "s/.* part=$1 arm=$2 rate=\([0-9.]*\) .*/\1/p" "$RES"; }
 echo "# $ROUNDS interleaved rounds; drain: run-delivery.sh $SCENARIO${SCALE_DOWN:+ (SCALE_DOWN=$SCALE_DOWN)}, msg/s; ingest: run-ingest.sh ${INGEST_S}s, requests/s; export on/down = sample ratio $RATIO"
 for part in $PARTS; do

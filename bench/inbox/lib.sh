@@ -189,7 +189,7 @@ cpu_seconds() {
 db_backend_pids() { sql postgres "SELECT pid FROM pg_stat_activity WHERE datname = '$1'" | tr '\n' ' '; }
 
 # median: the median of the numbers on stdin (one a line).
-median() { sort -g | awk '{a[NR]=$1} END {if (NR==0) {print "n/a"} else if (NR%2) {print a[(NR+1)/2]} else {printf "%.1f\n", (a[NR/2]+a[NR/2+1])/2}}'; }
+source "$(dirname "${BASH_SOURCE[0]}")/../stats.sh"
 
 # --- One broker-source ingest run (run-kafka-, run-nats-, run-rabbitmq-, run-redis-ingest.sh) ---
 # The broker is preloaded while QueueBox is stopped; ingest_drain starts QueueBox on a config with

@@ -167,10 +167,14 @@ impl<T> SpanQueue<T> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Queues `span`; false when the queue is full (the span is dropped).
+    /// Queues `span`; false when the queue is full (the span is dropped). A span that ends after
+    /// shutdown began is dropped too, but it is not a full queue: true.
     fn push(&self, span: T) -> bool {
         let mut waiting = self.lock();
-        if waiting.stopping || waiting.spans.len() >= self.capacity {
+        if waiting.stopping {
+            return true;
+        }
+        if waiting.spans.len() >= self.capacity {
             return false;
         }
         waiting.spans.push(span);
@@ -410,9 +414,12 @@ mod tests {
         assert!(queue.push(3));
         assert!(!queue.push(4), "beyond the capacity a span is refused");
         queue.stop();
-        assert!(!queue.push(5), "after stop nothing is queued");
+        assert!(
+            queue.push(5),
+            "after stop a span is not counted as a full queue"
+        );
         let (left, last) = queue.next(&mut Instant::now());
-        assert_eq!(left, vec![1, 2, 3]);
+        assert_eq!(left, vec![1, 2, 3], "and it is not queued");
         assert!(last);
     }
 

@@ -201,7 +201,7 @@ impl ConsoleStore for PgConsoleStore {
     }
 
     async fn outbox_dead_topics(&self) -> Result<Vec<String>, StoreError> {
-        const OPERATION: &str = "console outbox topics";
+        const OPERATION: &str = "console outbox dead topics";
         let rows = self
             .fetch(
                 OPERATION,

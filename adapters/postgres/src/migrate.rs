@@ -5,7 +5,8 @@
 //! 1. create `queuebox_schema_history` when it is missing;
 //! 2. refuse to go on when a recorded version's checksum differs from the embedded file;
 //! 3. for each version not recorded yet, in order: when every object the version creates is
-//!    already there (a schema applied by hand, or by an earlier Flyway-based release), record it as
+//!    already there and every index it drops is gone (a schema applied by hand, or by an earlier
+//!    Flyway-based release), record it as
 //!    `baselined`; otherwise run the file in its own transaction and record it as `applied`.
 //!
 //! The files are written with `IF NOT EXISTS`, so a version that was applied by hand only in part
