@@ -27,9 +27,8 @@
 # p50/p99 of the execute time of the keyed claim, the unkeyed claim and the batched finish.
 # PG_LOG names the server log (default /var/log/postgresql/postgresql-15-main.log).
 # CLAIM_LOG_EXTRA=1: the same, as one extra run after the RUNS measured ones (not in the median).
-# TEMPLATE_SQL="DROP INDEX ...; CREATE INDEX ...": SQL run on the template after the migrations,
-# before the rows are loaded, to measure what a schema change does to the drain (run it alternated
-# with the variable unset).
+# SCHEMA_SQL="DROP INDEX ...; CREATE INDEX ...": SQL run on the template after the migrations
+# (lib.sh's migrate), before the rows are loaded: a schema change to measure.
 source "$(dirname "$0")/lib.sh"
 
 SCENARIO=${1:-}; RUNS=${2:-3}
@@ -55,10 +54,6 @@ RUNDB=qb_bench_run_${SCENARIO}_$$
 log "loading the template $TEMPLATE: $N rows ($KIND)"
 new_db "$TEMPLATE"
 migrate "$TEMPLATE"
-if [ -n "${TEMPLATE_SQL:-}" ]; then
-  sql "$TEMPLATE" "$TEMPLATE_SQL"
-  log "ran TEMPLATE_SQL on the template: $TEMPLATE_SQL"
-fi
 case "$KIND" in
   keyed)   keyexpr="'key-' || (g % $KEYS)" ;;
   unkeyed) keyexpr="NULL" ;;

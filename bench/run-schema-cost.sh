@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # What a change to the outbox's indexes does to the HTTP drain (issue 36): run-delivery.sh on the
-# product schema against the same schema changed by one variant's SQL (TEMPLATE_SQL, run on the
+# product schema against the same schema changed by one variant's SQL (SCHEMA_SQL, run on the
 # template after the migrations), interleaved: the arms in order in odd rounds, reversed in even.
 #
 #   bench/run-schema-cost.sh [ROUNDS] [SCENARIOS]     (default 3, "unkeyed keyed20k")
@@ -38,7 +38,7 @@ for round in $(seq 1 "$ROUNDS"); do
   [ $((round % 2)) -eq 0 ] && arms=$(echo "$ARMS" | tr ' ' '\n' | tac | tr '\n' ' ')
   for scenario in $SCENARIOS; do
     for arm in $arms; do
-      line=$(TEMPLATE_SQL="$(variant_sql "$arm")" bash "$BENCH_DIR/run-delivery.sh" "$scenario" 1 2>/dev/null | grep ' run=1 ')
+      line=$(SCHEMA_SQL="$(variant_sql "$arm")" bash "$BENCH_DIR/run-delivery.sh" "$scenario" 1 2>/dev/null | grep ' run=1 ')
       rate=$(sed -n 's/.* rate=\([0-9.]*\) .*/\1/p' <<<"$line")
       extra=$(grep -o 'us_per_msg_qb=[0-9]* us_per_msg_pg_rundb=[0-9]*\|wal_bytes_per_msg=[0-9]*\|duplicates=[0-9]* out_of_order=[0-9]* not_sent_after=[0-9]*' <<<"$line" | tr '\n' ' ')
       echo "round=$round scenario=$scenario arm=$arm rate=$rate $extra" | tee -a "$RES"

@@ -129,6 +129,9 @@ migrate() {
   local db=$1 cfg=$WORK/migrate-$1.yml
   write_config "$db" "$cfg" false
   RUST_LOG=warn "$QB_BIN" --config "$cfg" migrate >"$WORK/migrate-$db.log" 2>&1 || { cat "$WORK/migrate-$db.log" >&2; die "migrate $db failed"; }
+  # SCHEMA_SQL: SQL run on every database this script migrates, after the migrations: a schema
+  # change to measure (run the script alternated with the variable unset).
+  if [ -n "${SCHEMA_SQL:-}" ]; then sql "$db" "$SCHEMA_SQL" >/dev/null; log "ran SCHEMA_SQL on $db: $SCHEMA_SQL"; fi
 }
 
 # wait_http PORT PATH PID: waits (30 s bound) until GET answers, or dies when PID exited.

@@ -5,7 +5,7 @@
 #   bench/inbox/run-ingest.sh [RUNS] [DURATION_S]
 #
 # Environment: THREADS (wrk -t, 2), CONNS (wrk -c, 64), WARMUP_S (2), MODES ("unique half"),
-# TARGETS ("queuebox baseline"), POOL (10), SCHEMA_SQL (below). Each run of a target and mode: TRUNCATE the inbox,
+# TARGETS ("queuebox baseline"), POOL (10), SCHEMA_SQL (lib.sh's migrate). Each run of a target and mode: TRUNCATE the inbox,
 # start the server, WARMUP_S of load (not counted), DURATION_S measured, stop the server. Runs
 # interleave the targets (qb, base, qb, base, ...) so a drift of the shared machine hits both.
 # Prints one line per run and a median line per target and mode. Bounded: each wrk run has its own
@@ -31,9 +31,6 @@ case " $TARGETS " in *" baseline "*) build_tool baseline "$BASELINE_BIN" ;; esac
 DB=qb_bench4_ingest
 new_db "$DB"
 migrate "$DB"
-# SCHEMA_SQL: SQL run once after the migrations, to measure what a schema change does to ingestion
-# (run it alternated with the variable unset).
-if [ -n "${SCHEMA_SQL:-}" ]; then sql "$DB" "$SCHEMA_SQL" >/dev/null; log "ran SCHEMA_SQL: $SCHEMA_SQL"; fi
 log "database $DB migrated; $RUNS runs x ${DURATION}s, wrk -t$THREADS -c$CONNS, pool $POOL"
 
 case " $TARGETS " in *" queuebox-sig "*|*" queuebox-verify "*)

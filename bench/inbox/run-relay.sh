@@ -8,7 +8,7 @@
 #   null       every aggregate_id NULL (no order constraint)
 #   block1000  1,000 aggregates, each one's rows consecutive in insert order (ROWS/1000 in a row)
 # Environment: ROWS (100000), RUN_TIMEOUT (120 s a run), RELAY_BATCH (inbox.relay.batchSize, 100),
-# RELAY_POLL (inbox.relay.pollIntervalMs, 100), POOL (10), SCHEMA_SQL (below).
+# RELAY_POLL (inbox.relay.pollIntervalMs, 100), POOL (10), SCHEMA_SQL (lib.sh's migrate).
 #
 # The backlog is written once per scenario into a template database (INSERT ... SELECT
 # generate_series, consumption 'push', created_at increasing with the insert order, VACUUM ANALYZE)
@@ -43,9 +43,6 @@ for scenario in $SCENARIOS; do
   TPL=qb_bench4_relay_tpl
   new_db "$TPL"
   migrate "$TPL"
-  # SCHEMA_SQL: SQL run on the template after the migrations (a schema change to measure; run it
-  # alternated with the variable unset).
-  if [ -n "${SCHEMA_SQL:-}" ]; then sql "$TPL" "$SCHEMA_SQL" >/dev/null; log "ran SCHEMA_SQL: $SCHEMA_SQL"; fi
   sql "$TPL" "INSERT INTO inbox (id, source, idempotency_key, aggregate_id, event_type, payload, headers, consumption, created_at)
               SELECT gen_random_uuid(), 'bench', 'k-' || i, $(agg_expr "$scenario"), 'created',
                      jsonb_build_object('id', 'k-' || i, 'type', 'created',
