@@ -1,6 +1,7 @@
 -- Console lookup: the inbox rows with one idempotency key. The unique index (source,
--- idempotency_key) leads with the source, so the sources are found first by a loose index scan
--- (one probe of idx_inbox_source per distinct source) and the key is then one probe per source.
+-- idempotency_key) leads with the source, so the sources are found first by a loose scan of that
+-- same index (one probe per distinct source; V18 dropped idx_inbox_source, which served it before)
+-- and the key is then one probe per source.
 -- $1 idempotency key
 WITH RECURSIVE sources(name) AS (
     SELECT min(i.{inbox.source}) FROM {inbox} i

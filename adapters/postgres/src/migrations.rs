@@ -57,7 +57,7 @@ macro_rules! migration {
     };
 }
 
-static MIGRATIONS: [Migration; 17] = [
+static MIGRATIONS: [Migration; 18] = [
     migration!(
         1,
         "V1__create_outbox.sql",
@@ -68,11 +68,10 @@ static MIGRATIONS: [Migration; 17] = [
     migration!(
         2,
         "V2__create_inbox.sql",
+        // Not idx_inbox_pending and idx_inbox_source, which V18 drops (see V1).
         [
             Table("inbox"),
             Index("uq_inbox_source_idempotency"),
-            Index("idx_inbox_pending"),
-            Index("idx_inbox_source"),
             Index("idx_inbox_aggregate_state"),
             Index("idx_inbox_state_created"),
         ]
@@ -100,6 +99,7 @@ static MIGRATIONS: [Migration; 17] = [
     migration!(
         6,
         "V6__add_consumption_and_leases.sql",
+        // Not idx_inbox_consumption_pending, which V18 drops (see V1).
         [
             Column("outbox", "claim_token"),
             Column("outbox", "lease_expires_at"),
@@ -109,7 +109,6 @@ static MIGRATIONS: [Migration; 17] = [
             Column("inbox", "scheduled_at"),
             Column("inbox", "attempt"),
             Column("inbox", "last_error"),
-            Index("idx_inbox_consumption_pending"),
         ]
     ),
     migration!(
@@ -176,6 +175,15 @@ static MIGRATIONS: [Migration; 17] = [
             Index("idx_outbox_keyed_sequence"),
             NoIndex("idx_outbox_key_sequence"),
             NoIndex("idx_outbox_topic"),
+        ]
+    ),
+    migration!(
+        18,
+        "V18__narrow_inbox_indexes.sql",
+        [
+            NoIndex("idx_inbox_source"),
+            NoIndex("idx_inbox_pending"),
+            NoIndex("idx_inbox_consumption_pending"),
         ]
     ),
 ];

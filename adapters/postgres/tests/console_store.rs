@@ -579,7 +579,7 @@ fn explain(statements: &ConsoleStatements, options: &str, ask: &Ask) -> Query {
 async fn every_view_is_planned_on_its_index() {
     let (mut f, cases) = seeded(100_000).await;
     let statements = ConsoleStatements::render(&SchemaNames::default()).expect("render");
-    let expected: [(&str, &[&str]); 9] = [
+    let expected: [(&str, &[&str]); 10] = [
         (
             "overview: outbox counts",
             &[
@@ -604,6 +604,10 @@ async fn every_view_is_planned_on_its_index() {
         ("detail: outbox row", &["Index Scan using outbox_pkey"]),
         ("detail: inbox row", &["Index Scan using inbox_pkey"]),
         (
+            "replay confirmation: dead inbox count, one source",
+            &["idx_inbox_state_created"],
+        ),
+        (
             "lookup: idempotency key",
             &["Index Scan using uq_inbox_source_idempotency"],
         ),
@@ -625,7 +629,11 @@ async fn every_view_is_planned_on_its_index() {
             .map_or(&[][..], |(_, i)| *i);
         let sequential_expected = wanted.iter().any(|i| i.starts_with("Seq Scan"));
         let sequential = plan.contains("Seq Scan") && !sequential_expected;
-        if sequential || wanted.iter().any(|index| !plan.contains(index)) {
+        // The dead inbox count checks the sources on the dead rows: intersecting them with every
+        // row of a source from the unique index reads an entry per processed row.
+        let unwanted = title.starts_with("replay confirmation: dead inbox count")
+            && plan.contains("uq_inbox_source_idempotency");
+        if sequential || unwanted || wanted.iter().any(|index| !plan.contains(index)) {
             wrong.push(format!("-- {title} (wanted {wanted:?})\n{plan}"));
         }
     }
