@@ -1,7 +1,7 @@
 """The asyncio worker's claim loop and consumers, with the database parts replaced.
 
 The race these tests pin down needs a precise order of event-loop steps, which a database makes
-rare (about one 50,000-row run in six); replacing the claim, the handling and the schema check
+rare (4 of 18 50,000-row runs); replacing the claim, the handling and the schema check
 with in-process stand-ins makes it happen on every run. Everything that touches PostgreSQL is
 covered by the conformance suite.
 """
