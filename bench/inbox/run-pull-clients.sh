@@ -8,7 +8,11 @@
 #
 # Environment: ROWS (50000), WORKERS (4), CONFIGS (BATCH:CONCURRENCY pairs of every worker,
 # default "10:10 25:25"), CLIENT_SET (default "rust go typescript python python-asyncio"; python is
-# the threaded InboxWorker, python-asyncio the AsyncInboxWorker), RUN_TIMEOUT (120 s a run),
+# the threaded InboxWorker, python-asyncio the AsyncInboxWorker; python-bare-threads and
+# python-bare-asyncio, not in the default set, are plain psycopg sending the same exchanges as those
+# workers with none of their machinery: the yardstick of what psycopg itself costs on these cores,
+# see pullbench-py/bench.py), PY_PROCS (1: the Python clients' WORKERS spread over that many
+# processes, bench.py --procs), RUN_TIMEOUT (120 s a run),
 # QB_PYCLIENT_VENV (the venv of scripts/test.sh's Python block, /var/cache/queuebox-pyvenv-pyclient).
 # Order: the ceiling first (run-pull-ceiling.sh RUNS "<the batches of CONFIGS>"), then per run,
 # per config, each client in turn on a fresh copy of the template. The bench programs:
@@ -23,6 +27,7 @@ CONFIGS=${CONFIGS:-10:10 25:25}
 CLIENT_SET=${CLIENT_SET:-rust go typescript python python-asyncio}
 PYVENV=${QB_PYCLIENT_VENV:-/var/cache/queuebox-pyvenv-pyclient}
 RUN_TIMEOUT=${RUN_TIMEOUT:-120}
+PY_PROCS=${PY_PROCS:-1}
 need_qb
 
 for client in $CLIENT_SET; do
@@ -32,7 +37,7 @@ for client in $CLIENT_SET; do
     typescript)
       (cd "$REPO_DIR/clients/typescript" && { [ -d node_modules ] || npm ci --no-audit --no-fund >/dev/null; } && npm run -s build) ||
         die "build of clients/typescript failed" ;;
-    python | python-asyncio)
+    python | python-asyncio | python-bare-threads | python-bare-asyncio)
       [ -x "$PYVENV/bin/python" ] || python3 -m venv "$PYVENV" || die "python3 -m venv $PYVENV failed"
       { "$PYVENV/bin/pip" install --quiet --disable-pip-version-check "$REPO_DIR/clients/python[binary]" &&
         "$PYVENV/bin/pip" install --quiet --disable-pip-version-check --force-reinstall --no-deps \
@@ -47,8 +52,10 @@ bench_cmd() {
     rust) echo "$PULLBENCH_BIN" ;;
     go) echo "$WORK/pullbench-go" ;;
     typescript) echo "node $INBOX_BENCH_DIR/pullbench-ts/bench.mjs" ;;
-    python) echo "$PYVENV/bin/python $INBOX_BENCH_DIR/pullbench-py/bench.py --mode threads" ;;
-    python-asyncio) echo "$PYVENV/bin/python $INBOX_BENCH_DIR/pullbench-py/bench.py --mode asyncio" ;;
+    python) echo "$PYVENV/bin/python $INBOX_BENCH_DIR/pullbench-py/bench.py --mode threads --procs $PY_PROCS" ;;
+    python-asyncio) echo "$PYVENV/bin/python $INBOX_BENCH_DIR/pullbench-py/bench.py --mode asyncio --procs $PY_PROCS" ;;
+    python-bare-threads) echo "$PYVENV/bin/python $INBOX_BENCH_DIR/pullbench-py/bench.py --mode bare-threads --procs $PY_PROCS" ;;
+    python-bare-asyncio) echo "$PYVENV/bin/python $INBOX_BENCH_DIR/pullbench-py/bench.py --mode bare-asyncio --procs $PY_PROCS" ;;
   esac
 }
 

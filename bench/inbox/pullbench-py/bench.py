@@ -1,6 +1,7 @@
 """Pull-claim throughput of the Python pull client (clients/python), the counterpart of pullbench
-(Rust) and pullbench-ts: WORKERS workers on one source in one Python process, a no-op handler,
-run until EXPECT rows were handled (or TIMEOUT seconds). Needs the package installed in the
+(Rust) and pullbench-ts: WORKERS workers on one source in one Python process (or spread over
+--procs processes, the way a Python service scales past one core), a no-op handler, run until
+EXPECT rows were handled (or TIMEOUT seconds). Needs the package installed in the
 Python that runs this file (run-pull-clients.sh uses the venv of scripts/test.sh).
 
 Prints the lines of pullbench: `handled=N rate=R first_ms=F wall_ms=W processed=P left=L
@@ -8,19 +9,36 @@ timed_out=B`, rate = (N-1) / (time of the N-th handler call - time of the 1st), 
 worker_cpu_ms=.. pg_cpu_ms=.. worker_us_per_row=.. pg_us_per_row=..`.
 
     python bench.py --url URL --source S --expect N [--workers 4] [--batch 10]
-        [--concurrency 1] [--timeout 120] [--mode asyncio|threads]
+        [--concurrency 1] [--timeout 120] [--mode asyncio|threads|bare-asyncio|bare-threads]
+        [--procs 1]
+
+With --procs N the WORKERS are split evenly over N forked processes that share one counter; the
+rate spans the first to the last handler call of any process (one monotonic clock), the worker CPU
+is that of all of them.
+
+The bare modes are the yardstick for the workers: plain psycopg running the same exchanges a worker
+runs for a row (the claim as BEGIN, settings, claim and COMMIT in one pipeline; per row BEGIN, then
+the fenced completion and COMMIT in one pipeline), with none of the worker's machinery (no lease
+renewal, no handler task, no pool, no retry or shutdown logic). Each bare worker claims a batch,
+spreads it over its --concurrency connections, waits for all of them and claims again. What the
+bare client leaves below the ceiling is psycopg's own cost on these cores, not the worker's.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import multiprocessing
 import os
+import resource
 import threading
 import time
-from typing import Any
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Protocol
 
 import psycopg
+from psycopg.rows import tuple_row
 
 from queuebox_inbox import (
     AsyncHandlerContext,
@@ -29,7 +47,28 @@ from queuebox_inbox import (
     InboxMessage,
     InboxOptions,
     InboxWorker,
+    render_statements,
 )
+
+# The same per-transaction settings and the same fenced completion as the workers send.
+CLAIM_SETTINGS = (
+    "SELECT set_config('synchronous_commit', 'off', true), "
+    "set_config('plan_cache_mode', 'force_generic_plan', true)"
+)
+SQL = render_statements()
+COMPLETE = (
+    "WITH done AS (" + SQL.complete.text.rstrip().rstrip(";") + " RETURNING 1) "
+    "SELECT 1 / count(*) FROM done"
+)
+
+
+def claim_params(a: argparse.Namespace) -> dict[str, Any]:
+    return {
+        "source": a.source,
+        "batch": a.batch,
+        "lease_ms": 30_000,
+        "cand_limit": min(max(3 * a.batch, 50), 500),
+    }
 
 
 def ticks(pid: str) -> int:
@@ -42,7 +81,24 @@ def ticks(pid: str) -> int:
     return int(fields[11]) + int(fields[12])
 
 
+class Counter(Protocol):
+    expect: int
+
+    @property
+    def handled(self) -> int: ...
+
+    @property
+    def first(self) -> float: ...
+
+    @property
+    def last(self) -> float: ...
+
+    def hit(self) -> None: ...
+
+
 class Count:
+    """The handler calls of one process."""
+
     def __init__(self, expect: int) -> None:
         self.expect = expect
         self.handled = 0
@@ -50,8 +106,7 @@ class Count:
         self.last = 0.0
         self.lock = threading.Lock()
 
-    def hit(self) -> bool:
-        """Counts one handler call; True on the expected last one."""
+    def hit(self) -> None:
         with self.lock:
             self.handled += 1
             now = time.monotonic()
@@ -59,8 +114,86 @@ class Count:
                 self.first = now
             if self.handled == self.expect:
                 self.last = now
-                return True
-        return False
+
+
+class SharedCount:
+    """The handler calls of every process of a --procs run (CLOCK_MONOTONIC is system-wide)."""
+
+    def __init__(self, expect: int, ctx: Any) -> None:
+        self.expect = expect
+        self._handled = ctx.Value("q", 0)
+        self._first = ctx.Value("d", 0.0, lock=False)
+        self._last = ctx.Value("d", 0.0, lock=False)
+
+    @property
+    def handled(self) -> int:
+        return int(self._handled.value)
+
+    @property
+    def first(self) -> float:
+        return float(self._first.value)
+
+    @property
+    def last(self) -> float:
+        return float(self._last.value)
+
+    def hit(self) -> None:
+        with self._handled.get_lock():
+            self._handled.value += 1
+            n = self._handled.value
+            now = time.monotonic()
+            if n == 1:
+                self._first.value = now
+            if n == self.expect:
+                self._last.value = now
+
+
+def wait_finished(count: Counter, timeout: float) -> bool:
+    """Waits until every expected row was handled; False when the timeout came first."""
+    deadline = time.monotonic() + timeout
+    while count.handled < count.expect:
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+# What a run does once the rows are handled, before its workers stop: reads the CPU ticks of the
+# database's backends (returns them, or 0 where another process reads them).
+AtEnd = Callable[[], int]
+
+
+async def end_async(
+    a: argparse.Namespace,
+    count: Counter,
+    at_end: AtEnd,
+    stop: asyncio.Event,
+    runs: Sequence[asyncio.Future[None]],
+) -> tuple[bool, int]:
+    """Waits for the rows, reads the database's CPU, stops the workers: (timed out, pg ticks)."""
+    timed_out = not await asyncio.to_thread(wait_finished, count, a.timeout)
+    pg = await asyncio.to_thread(at_end)
+    stop.set()
+    await asyncio.gather(*runs)
+    return timed_out, pg
+
+
+def end_threads(
+    a: argparse.Namespace,
+    count: Counter,
+    at_end: AtEnd,
+    stop: threading.Event,
+    threads: Sequence[threading.Thread],
+) -> tuple[bool, int]:
+    """Starts the threads, then as end_async."""
+    for t in threads:
+        t.start()
+    timed_out = not wait_finished(count, a.timeout)
+    pg = at_end()
+    stop.set()
+    for t in threads:
+        t.join()
+    return timed_out, pg
 
 
 def options(a: argparse.Namespace) -> InboxOptions:
@@ -82,48 +215,146 @@ def pg_ticks(url: str) -> int:
     return sum(ticks(str(r[0])) for r in pids)
 
 
-def run_asyncio(a: argparse.Namespace, count: Count) -> tuple[bool, int]:
+def run_asyncio(a: argparse.Namespace, count: Counter, at_end: AtEnd) -> tuple[bool, int]:
     async def main() -> tuple[bool, int]:
         stop = asyncio.Event()
-        done = asyncio.Event()
 
         async def handle(message: InboxMessage, ctx: AsyncHandlerContext) -> None:
-            if count.hit():
-                done.set()
+            count.hit()
 
         workers = [AsyncInboxWorker(a.url, options(a)) for _ in range(a.workers)]
         runs = [asyncio.ensure_future(w.run(handle, stop)) for w in workers]
-        try:
-            await asyncio.wait_for(done.wait(), a.timeout)
-            timed_out = False
-        except asyncio.TimeoutError:
-            timed_out = True
-        pg = await asyncio.to_thread(pg_ticks, a.url)
-        stop.set()
-        await asyncio.gather(*runs)
-        return timed_out, pg
+        return await end_async(a, count, at_end, stop, runs)
 
     return asyncio.run(main())
 
 
-def run_threads(a: argparse.Namespace, count: Count) -> tuple[bool, int]:
+def run_threads(a: argparse.Namespace, count: Counter, at_end: AtEnd) -> tuple[bool, int]:
     stop = threading.Event()
-    done = threading.Event()
 
     def handle(message: InboxMessage, ctx: HandlerContext) -> None:
-        if count.hit():
-            done.set()
+        count.hit()
 
     workers = [InboxWorker(a.url, options(a)) for _ in range(a.workers)]
     threads = [threading.Thread(target=w.run, args=(handle, stop)) for w in workers]
-    for t in threads:
-        t.start()
-    timed_out = not done.wait(a.timeout)
-    pg = pg_ticks(a.url)
-    stop.set()
-    for t in threads:
-        t.join()
-    return timed_out, pg
+    return end_threads(a, count, at_end, stop, threads)
+
+
+def run_bare_asyncio(a: argparse.Namespace, count: Counter, at_end: AtEnd) -> tuple[bool, int]:
+    async def claim(conn: psycopg.AsyncConnection[Any]) -> list[Any]:
+        cur = conn.cursor(row_factory=tuple_row)
+        async with conn.pipeline():
+            await conn.execute("BEGIN")
+            await conn.execute(CLAIM_SETTINGS, prepare=True)
+            await cur.execute(SQL.claim.text, claim_params(a), prepare=True)
+            await conn.execute("COMMIT")
+        return await cur.fetchall()
+
+    async def complete(conn: psycopg.AsyncConnection[Any], rows: list[Any]) -> None:
+        for row in rows:
+            block = conn.transaction()
+            await block.__aenter__()
+            count.hit()  # the no-op handler
+            async with conn.pipeline():
+                await conn.execute(COMPLETE, {"id": row[0], "token": row[1]}, prepare=True)
+                await block.__aexit__(None, None, None)
+
+    async def worker(stop: asyncio.Event) -> None:
+        claimer = await psycopg.AsyncConnection.connect(a.url, autocommit=True)
+        conns = [await psycopg.AsyncConnection.connect(a.url) for _ in range(a.concurrency)]
+        try:
+            while not stop.is_set():
+                rows = await claim(claimer)
+                if not rows:
+                    await asyncio.sleep(0.1)
+                    continue
+                n = len(conns)
+                await asyncio.gather(*(complete(c, rows[i::n]) for i, c in enumerate(conns)))
+        finally:
+            for c in [claimer, *conns]:
+                await c.close()
+
+    async def main() -> tuple[bool, int]:
+        stop = asyncio.Event()
+        runs = [asyncio.ensure_future(worker(stop)) for _ in range(a.workers)]
+        return await end_async(a, count, at_end, stop, runs)
+
+    return asyncio.run(main())
+
+
+def run_bare_threads(a: argparse.Namespace, count: Counter, at_end: AtEnd) -> tuple[bool, int]:
+    def claim(conn: psycopg.Connection[Any]) -> list[Any]:
+        cur = conn.cursor(row_factory=tuple_row)
+        with conn.pipeline():
+            conn.execute("BEGIN")
+            conn.execute(CLAIM_SETTINGS, prepare=True)
+            cur.execute(SQL.claim.text, claim_params(a), prepare=True)
+            conn.execute("COMMIT")
+        return cur.fetchall()
+
+    def complete(conn: psycopg.Connection[Any], rows: list[Any]) -> None:
+        for row in rows:
+            with conn.transaction():
+                count.hit()  # the no-op handler
+                conn.execute(SQL.complete.text, {"id": row[0], "token": row[1]}, prepare=True)
+
+    stop = threading.Event()
+
+    def worker() -> None:
+        claimer = psycopg.connect(a.url, autocommit=True)
+        conns = [psycopg.connect(a.url) for _ in range(a.concurrency)]
+        with ThreadPoolExecutor(max_workers=a.concurrency) as pool:
+            try:
+                while not stop.is_set():
+                    rows = claim(claimer)
+                    if not rows:
+                        time.sleep(0.1)
+                        continue
+                    n = len(conns)
+                    for f in [pool.submit(complete, c, rows[i::n]) for i, c in enumerate(conns)]:
+                        f.result()
+            finally:
+                for c in [claimer, *conns]:
+                    c.close()
+
+    threads = [threading.Thread(target=worker) for _ in range(a.workers)]
+    return end_threads(a, count, at_end, stop, threads)
+
+
+Runner = Callable[[argparse.Namespace, Counter, AtEnd], tuple[bool, int]]
+
+
+def run_procs(a: argparse.Namespace, run: Runner) -> tuple[Counter, bool, int, int]:
+    """Runs ``run`` in --procs forked processes with workers / procs workers each."""
+    ctx = multiprocessing.get_context("fork")
+    count = SharedCount(a.expect, ctx)
+    barrier = ctx.Barrier(a.procs)
+    results = ctx.Queue()
+    share = argparse.Namespace(**{**vars(a), "workers": a.workers // a.procs})
+
+    def child(index: int) -> None:
+        def at_end() -> int:
+            # Every process is still connected here: process 0 reads all the backends once.
+            try:
+                barrier.wait(timeout=60)
+                pg = pg_ticks(a.url) if index == 0 else 0
+                barrier.wait(timeout=60)
+            except threading.BrokenBarrierError:
+                return 0
+            return pg
+
+        results.put(run(share, count, at_end))
+
+    procs = [ctx.Process(target=child, args=(i,)) for i in range(a.procs)]
+    for proc in procs:
+        proc.start()
+    outcomes = [results.get() for _ in procs]
+    for proc in procs:
+        proc.join()
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    worker_ticks = round((usage.ru_utime + usage.ru_stime) * os.sysconf("SC_CLK_TCK"))
+    timed_out = any(t for t, _ in outcomes)
+    return count, timed_out, sum(pg for _, pg in outcomes), worker_ticks
 
 
 def main() -> None:
@@ -135,17 +366,33 @@ def main() -> None:
     p.add_argument("--batch", type=int, default=10)
     p.add_argument("--concurrency", type=int, default=1)
     p.add_argument("--timeout", type=float, default=120.0)
-    p.add_argument("--mode", choices=("asyncio", "threads"), default="asyncio")
+    p.add_argument(
+        "--mode", choices=("asyncio", "threads", "bare-asyncio", "bare-threads"), default="asyncio"
+    )
+    p.add_argument("--procs", type=int, default=1)
     a = p.parse_args()
-    count = Count(a.expect)
+    if a.procs < 1 or a.workers % a.procs != 0:
+        p.error(f"--workers {a.workers} must split evenly over --procs {a.procs}")
+    modes = {
+        "asyncio": run_asyncio,
+        "threads": run_threads,
+        "bare-asyncio": run_bare_asyncio,
+        "bare-threads": run_bare_threads,
+    }
+    run = modes[a.mode]
     started = time.monotonic()
-    timed_out, pg_cpu_ticks = (run_asyncio if a.mode == "asyncio" else run_threads)(a, count)
+    count: Counter
+    if a.procs == 1:
+        count = Count(a.expect)
+        timed_out, pg_cpu_ticks = run(a, count, lambda: pg_ticks(a.url))
+        worker_ticks = ticks("self")
+    else:
+        count, timed_out, pg_cpu_ticks, worker_ticks = run_procs(a, run)
     wall = time.monotonic() - started
     last = count.last if not timed_out else time.monotonic()
     counted = count.expect if not timed_out else count.handled
     span = last - count.first
     rate = (counted - 1) / span if span > 0 else 0.0
-    worker_ticks = ticks("self")
     with psycopg.connect(a.url, autocommit=True) as conn:
         row = conn.execute(
             "SELECT count(*) FILTER (WHERE state = 'processed'),"
