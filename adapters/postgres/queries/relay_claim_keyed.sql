@@ -6,10 +6,13 @@
 -- aggregate costs O(rows read): when each aggregate's rows arrived in a burst, the oldest thousand rows
 -- hold a handful of aggregates, and a claim of 100 heads has to read past tens of thousands of rows.
 -- Instead each step of this walk is one probe of the V15 index (pending push rows by aggregate,
--- created_at, id) that lands on the next aggregate's oldest pending row, plus one probe of
--- idx_inbox_aggregate_state to see whether the aggregate has a row processing (a relay claim in flight,
--- or one a crashed replica left for the reclaim). The walk stops after `limit` ready heads or `scan`
--- aggregates, so a claim costs O(batch + blocked aggregates passed), not O(backlog).
+-- created_at, id) that lands on the next aggregate's oldest pending row, plus a look at the V19
+-- index idx_inbox_push_busy (push rows processing, by aggregate) to see whether the aggregate has a
+-- row processing (a relay claim in flight, or one a crashed replica left for the reclaim): one probe
+-- per aggregate, or one read of the whole index into a hash table when it is small. It holds no
+-- pull rows, so pull rows held under long leases cost the claim nothing. The walk stops after
+-- `limit` ready heads or `scan` aggregates, so a claim costs O(batch + blocked aggregates passed),
+-- not O(backlog).
 -- The processing probe is needed even though the head is the oldest pending row: a row that commits
 -- late can carry a created_at older than the row already in flight, and it must still wait.
 -- The cursor makes each replica's walk continue where its last one stopped, so every ready aggregate

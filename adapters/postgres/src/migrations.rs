@@ -57,7 +57,7 @@ macro_rules! migration {
     };
 }
 
-static MIGRATIONS: [Migration; 18] = [
+static MIGRATIONS: [Migration; 19] = [
     migration!(
         1,
         "V1__create_outbox.sql",
@@ -68,11 +68,11 @@ static MIGRATIONS: [Migration; 18] = [
     migration!(
         2,
         "V2__create_inbox.sql",
-        // Not idx_inbox_pending and idx_inbox_source, which V18 drops (see V1).
+        // Not idx_inbox_pending and idx_inbox_source, which V18 drops, nor idx_inbox_aggregate_state,
+        // which V19 drops (see V1).
         [
             Table("inbox"),
             Index("uq_inbox_source_idempotency"),
-            Index("idx_inbox_aggregate_state"),
             Index("idx_inbox_state_created"),
         ]
     ),
@@ -184,6 +184,14 @@ static MIGRATIONS: [Migration; 18] = [
             NoIndex("idx_inbox_source"),
             NoIndex("idx_inbox_pending"),
             NoIndex("idx_inbox_consumption_pending"),
+        ]
+    ),
+    migration!(
+        19,
+        "V19__narrow_inbox_aggregate_index.sql",
+        [
+            Index("idx_inbox_push_busy"),
+            NoIndex("idx_inbox_aggregate_state"),
         ]
     ),
 ];

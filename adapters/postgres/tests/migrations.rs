@@ -230,11 +230,8 @@ fn expected_inbox_indexes() -> Vec<(String, String)> {
             "CREATE UNIQUE INDEX uq_inbox_source_idempotency ON public.inbox USING btree (source, idempotency_key)",
         ),
         // V18 dropped the documented idx_inbox_pending, idx_inbox_source and
-        // idx_inbox_consumption_pending: a deviation, see features.md.
-        (
-            "idx_inbox_aggregate_state",
-            "CREATE INDEX idx_inbox_aggregate_state ON public.inbox USING btree (aggregate_id, state)",
-        ),
+        // idx_inbox_consumption_pending, V19 the documented idx_inbox_aggregate_state: deviations,
+        // see features.md.
         (
             "idx_inbox_processing_claimed",
             "CREATE INDEX idx_inbox_processing_claimed ON public.inbox USING btree (claimed_at) WHERE ((state)::text = 'processing'::text)",
@@ -260,6 +257,11 @@ fn expected_inbox_indexes() -> Vec<(String, String)> {
         (
             "idx_inbox_push_pending_aggregate",
             "CREATE INDEX idx_inbox_push_pending_aggregate ON public.inbox USING btree (NULLIF((aggregate_id)::text, ''::text), created_at, id) WHERE (((consumption)::text = 'push'::text) AND ((state)::text = 'pending'::text))",
+        ),
+        // V19, in place of idx_inbox_aggregate_state: the aggregates with a push row being relayed.
+        (
+            "idx_inbox_push_busy",
+            "CREATE INDEX idx_inbox_push_busy ON public.inbox USING btree (aggregate_id) WHERE (((state)::text = 'processing'::text) AND ((consumption)::text = 'push'::text))",
         ),
     ])
 }
@@ -367,8 +369,8 @@ async fn two_processes_preparing_at_once_apply_each_version_once() {
 #[tokio::test]
 async fn a_schema_applied_by_hand_is_baselined_not_rerun() {
     let db = TestDb::create().await;
-    // Every bundled file by hand, V12, V17 and V18 included.
-    db.apply_by_hand(18).await;
+    // Every bundled file by hand, V12, V17, V18 and V19 included.
+    db.apply_by_hand(19).await;
     db.exec("INSERT INTO outbox (topic, payload) VALUES ('t', '{}')")
         .await;
 
@@ -425,7 +427,7 @@ async fn a_database_with_v1_to_v10_by_hand_gets_only_v11_which_numbers_rows_in_c
         .await
         .expect("connect");
     let report = database.migrate().await.expect("migrate");
-    assert_eq!(report.applied, [11, 12, 13, 14, 15, 16, 17, 18]);
+    assert_eq!(report.applied, [11, 12, 13, 14, 15, 16, 17, 18, 19]);
     assert_eq!(report.baselined, (1..=10).collect::<Vec<_>>());
     database.prepare().await.expect("prepare");
     assert_documented_schema(&db).await;
@@ -473,7 +475,7 @@ async fn v11_accepts_a_sequence_column_added_with_the_guard_statement() {
         .await
         .expect("migrate over an identity column");
     assert_eq!(report.baselined, (1..=11).collect::<Vec<_>>());
-    assert_eq!(report.applied, [12, 13, 14, 15, 16, 17, 18]);
+    assert_eq!(report.applied, [12, 13, 14, 15, 16, 17, 18, 19]);
     database.prepare().await.expect("prepare");
     let mut session = db.session().await;
     sqlx::query("INSERT INTO outbox (topic, payload) VALUES ('t', '{}')")
@@ -505,19 +507,20 @@ async fn v17_runs_while_an_index_it_drops_is_still_there() {
         .expect("connect");
     let report = database.migrate().await.expect("migrate");
     assert_eq!(report.baselined, (1..=16).collect::<Vec<_>>());
-    assert_eq!(report.applied, [17, 18]);
+    assert_eq!(report.applied, [17, 18, 19]);
     assert_documented_schema(&db).await;
     database.close().await;
     db.drop_now().await;
 }
 
-/// A database at V17 from which an operator dropped `dropped` by hand (concurrently, as V18's file
-/// advises) before the upgrade: what the runner then does. The schema ends as documented either way.
-async fn migrate_after_dropping_by_hand(dropped: &[&str]) -> MigrationReport {
+/// A database at version `at` on which an operator ran `statements` by hand (building and dropping
+/// indexes concurrently, as the files of V18 and V19 advise) before the upgrade: what the runner
+/// then does. The schema ends as documented either way.
+async fn migrate_after_changes_by_hand(at: i32, statements: &[&str]) -> MigrationReport {
     let db = TestDb::create().await;
-    db.apply_by_hand(17).await;
-    for index in dropped {
-        db.exec(&format!("DROP INDEX CONCURRENTLY {index}")).await;
+    db.apply_by_hand(at).await;
+    for statement in statements {
+        db.exec(statement).await;
     }
     let database = connect(&db.options(true, SchemaNames::default()))
         .await
@@ -533,19 +536,67 @@ async fn migrate_after_dropping_by_hand(dropped: &[&str]) -> MigrationReport {
 async fn v18_runs_while_an_index_it_drops_is_still_there() {
     // Two of the three gone, the third left: the version is not taken as applied, it runs and drops
     // the last one.
-    let report = migrate_after_dropping_by_hand(&["idx_inbox_source", "idx_inbox_pending"]).await;
+    let report = migrate_after_changes_by_hand(
+        17,
+        &[
+            "DROP INDEX CONCURRENTLY idx_inbox_source",
+            "DROP INDEX CONCURRENTLY idx_inbox_pending",
+        ],
+    )
+    .await;
     assert_eq!(report.baselined, (1..=17).collect::<Vec<_>>());
-    assert_eq!(report.applied, [18]);
+    assert_eq!(report.applied, [18, 19]);
 }
 
 #[tokio::test]
 async fn v18_dropped_by_hand_is_baselined() {
     // All three gone: V2 and V6 are still recognised without them, and V18 is recorded, not run.
-    let report = migrate_after_dropping_by_hand(&[
-        "idx_inbox_source",
-        "idx_inbox_pending",
-        "idx_inbox_consumption_pending",
-    ])
+    let report = migrate_after_changes_by_hand(
+        17,
+        &[
+            "DROP INDEX CONCURRENTLY idx_inbox_source",
+            "DROP INDEX CONCURRENTLY idx_inbox_pending",
+            "DROP INDEX CONCURRENTLY idx_inbox_consumption_pending",
+        ],
+    )
+    .await;
+    assert_eq!(report.baselined, (1..=18).collect::<Vec<_>>());
+    assert_eq!(report.applied, [19]);
+}
+
+/// V19's index built by hand ahead of the upgrade, as its file advises.
+const V19_INDEX_BY_HAND: &str = "CREATE INDEX CONCURRENTLY idx_inbox_push_busy ON inbox (aggregate_id) \
+     WHERE state = 'processing' AND consumption = 'push'";
+
+#[tokio::test]
+async fn v19_runs_while_the_index_it_drops_is_still_there() {
+    // The new index built, the old one left: not taken as applied, it runs and drops the old one.
+    let report = migrate_after_changes_by_hand(18, &[V19_INDEX_BY_HAND]).await;
+    assert_eq!(report.baselined, (1..=18).collect::<Vec<_>>());
+    assert_eq!(report.applied, [19]);
+}
+
+#[tokio::test]
+async fn v19_runs_when_only_the_old_index_was_dropped_by_hand() {
+    // The old index gone before the new one was built: it runs and builds the new one.
+    let report =
+        migrate_after_changes_by_hand(18, &["DROP INDEX CONCURRENTLY idx_inbox_aggregate_state"])
+            .await;
+    assert_eq!(report.baselined, (1..=18).collect::<Vec<_>>());
+    assert_eq!(report.applied, [19]);
+}
+
+#[tokio::test]
+async fn v19_done_by_hand_is_baselined() {
+    // The new index built and the old one dropped: V2 is still recognised without the old one, and
+    // V19 is recorded, not run.
+    let report = migrate_after_changes_by_hand(
+        18,
+        &[
+            V19_INDEX_BY_HAND,
+            "DROP INDEX CONCURRENTLY idx_inbox_aggregate_state",
+        ],
+    )
     .await;
     assert_eq!(report.baselined, all_versions());
     assert!(report.applied.is_empty(), "{report:?}");
@@ -565,7 +616,7 @@ async fn a_partly_applied_version_is_completed() {
     assert_eq!(report.baselined, [1, 2, 3, 4, 5]);
     assert_eq!(
         report.applied,
-        [6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18]
+        [6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19]
     );
     assert_documented_schema(&db).await;
     database.close().await;
@@ -659,7 +710,7 @@ async fn the_eleven_documented_files_by_hand_get_only_our_index_versions() {
         .expect("connect");
     let report = database.migrate().await.expect("migrate");
     assert_eq!(report.baselined, (1..=11).collect::<Vec<_>>());
-    assert_eq!(report.applied, [12, 13, 14, 15, 16, 17, 18]);
+    assert_eq!(report.applied, [12, 13, 14, 15, 16, 17, 18, 19]);
     assert_documented_schema(&db).await;
     database.close().await;
     db.drop_now().await;
