@@ -23,10 +23,11 @@
 -- message now writes two index entries fewer, a pulled one three.
 --
 -- Safe while older replicas run: no statement needs the old index to work, and the previous
--- release's claim asks the same question, so it reads the new index too. On a large inbox build the new index first with CREATE INDEX CONCURRENTLY
--- under this name, then drop the old one with DROP INDEX CONCURRENTLY (both outside a
--- transaction), in that order so the claim always has an index; this file then finds nothing left
--- to do. Queries of your own by aggregate need an index of your own.
+-- release's claim asks the same question, so it reads the new index too. On a large inbox build
+-- the new index first with CREATE INDEX CONCURRENTLY under this name, then drop the old one with
+-- DROP INDEX CONCURRENTLY (both outside a transaction), in that order so the claim always has an
+-- index; this file then finds nothing left to do. Queries of your own by aggregate need an index
+-- of your own.
 
 CREATE INDEX IF NOT EXISTS idx_inbox_push_busy
     ON inbox (aggregate_id)
