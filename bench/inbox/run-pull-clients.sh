@@ -38,6 +38,8 @@ for client in $CLIENT_SET; do
       (cd "$REPO_DIR/clients/typescript" && { [ -d node_modules ] || npm ci --no-audit --no-fund >/dev/null; } && npm run -s build) ||
         die "build of clients/typescript failed" ;;
     python | python-asyncio | python-bare-threads | python-bare-asyncio)
+      [ -n "${python_installed:-}" ] && continue # one install serves every Python client
+      python_installed=yes
       [ -x "$PYVENV/bin/python" ] || python3 -m venv "$PYVENV" || die "python3 -m venv $PYVENV failed"
       { "$PYVENV/bin/pip" install --quiet --disable-pip-version-check "$REPO_DIR/clients/python[binary]" &&
         "$PYVENV/bin/pip" install --quiet --disable-pip-version-check --force-reinstall --no-deps \

@@ -217,8 +217,6 @@ class AsyncInboxWorker:
         try:
             while not stop.is_set():
                 if len(run.held) > o.max_concurrency:
-                    # Only a consumer's progress changes this: make sure the waiting rows have one.
-                    self._start_consumers(run, handler)
                     await _wait_changed(run, None)
                     continue
                 rows: list[Claimed] = []
