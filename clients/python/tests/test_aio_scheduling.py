@@ -40,8 +40,10 @@ class _Scripted(AsyncInboxWorker):
     def __init__(self, options: InboxOptions, batches: list[list[Claimed]]) -> None:
         super().__init__("postgresql://unused", options)
         self.batches = batches
+        self.expected = sum(len(b) for b in batches)
         self.claims = 0
         self.handled: list[uuid.UUID] = []
+        self.all_handled = asyncio.Event()
         self.first_batch_done: asyncio.Future[None] | None = None
 
     async def _check_schema(self) -> None:
@@ -57,15 +59,13 @@ class _Scripted(AsyncInboxWorker):
 
     async def _handle(self, held: _Held, handler: Any) -> None:
         self.handled.append(held.claimed.message.id)
+        if len(self.handled) == self.expected:
+            self.all_handled.set()
+        # One step away, so the consumer ends in the step that resolves the second claim's wait.
         await asyncio.sleep(0)
         done = self.first_batch_done
         if done is not None and not done.done():
             done.set_result(None)
-
-
-async def _until_handled(worker: _Scripted, n: int) -> None:
-    while len(worker.handled) < n:
-        await asyncio.sleep(0.01)
 
 
 async def _noop(message: InboxMessage, ctx: AsyncHandlerContext) -> None:
@@ -84,7 +84,7 @@ def test_rows_claimed_as_the_last_consumer_ends_are_handled() -> None:
         stop = asyncio.Event()
         run = asyncio.create_task(worker.run(_noop, stop))
         try:
-            await asyncio.wait_for(_until_handled(worker, len(rows)), 5)
+            await asyncio.wait_for(worker.all_handled.wait(), 5)
         finally:
             stop.set()
             await asyncio.wait_for(run, 5)
