@@ -13,23 +13,28 @@
 -- Commits without waiting for its WAL flush (the set_config filter): why that is safe is written in
 -- outbox_claim_unkeyed.sql.
 WITH heads AS (
-    SELECT h.id
+    SELECT h.id, h.tid
       FROM unnest($1::text[]) AS r(k)
      CROSS JOIN LATERAL (
-        SELECT o.{outbox.id} AS id, o.{outbox.state} AS st, o.{outbox.scheduledAt} AS due
+        SELECT o.{outbox.id} AS id, o.ctid AS tid, o.{outbox.state} AS st, o.{outbox.scheduledAt} AS due
           FROM {outbox} o
          WHERE o.{outbox.state} IN ('pending', 'processing') AND o.{outbox.key} = r.k
          ORDER BY o.{outbox.key}, o.{outbox.sequence}
          LIMIT 1) h
      WHERE h.st = 'pending' AND h.due <= now()
 ),
+-- The heads are locked through the address the probe read them at (ctid), as the walk of
+-- outbox_claim_keyed.sql does, instead of a second probe of the primary key: a head updated since
+-- the probe has a new address, so locking re-checks the new version, finds no match and skips it.
+-- Measured on 250 keys of a 200k backlog: 4.3 ms against 4.8-6.0 with the primary-key probe. A key
+-- named twice yields its head twice here; the update below still changes and returns it once.
 locked AS (
     SELECT o.{outbox.id} AS id, o.ctid AS tid
-      FROM {outbox} o
-     WHERE o.{outbox.id} IN (SELECT id FROM heads)
-       AND o.{outbox.state} = 'pending' AND o.{outbox.scheduledAt} <= now()
+      FROM heads h
+      JOIN {outbox} o ON o.ctid = h.tid AND o.{outbox.id} = h.id
+     WHERE o.{outbox.state} = 'pending' AND o.{outbox.scheduledAt} <= now()
        AND (SELECT set_config('synchronous_commit', 'off', true)) = 'off'
-     FOR UPDATE SKIP LOCKED
+     FOR UPDATE OF o SKIP LOCKED
 )
 -- The update reaches each locked row by its physical address (ctid), which cannot change while this
 -- statement holds the row's lock: a primary-key probe per row saved. The id check keeps the match

@@ -682,6 +682,95 @@ async fn the_walk_passes_keys_whose_heads_are_in_flight() {
     fx.done().await;
 }
 
+/// Runs the released-keys claim statement by itself for `keys`, with a long lease.
+async fn run_released_claim(
+    session: &mut PgConnection,
+    keys: &[String],
+) -> Vec<sqlx::postgres::PgRow> {
+    let statements = Statements::render(&SchemaNames::default()).expect("render");
+    let lease = i64::try_from(LONG_LEASE.as_millis()).expect("lease in ms");
+    sqlx::query(AssertSqlSafe(
+        statements.outbox_claim_released.as_str().to_owned(),
+    ))
+    .bind(keys.to_vec())
+    .bind(lease)
+    .fetch_all(session)
+    .await
+    .expect("released claim")
+}
+
+#[tokio::test]
+async fn the_released_claim_takes_each_named_key_s_due_free_head_once() {
+    // The statement locks the heads at the address its probe read them at: it must still take only
+    // a key's head, once even when the key is named twice, and pass a head in flight, a head not yet
+    // due, a key with no row and a head another session holds locked or is rewriting.
+    let mut fx = Fixture::new().await;
+    fx.exec(
+        "INSERT INTO outbox (topic, key, payload)
+         SELECT 't', k, jsonb_build_object('n', n)
+           FROM unnest(ARRAY['twice', 'busy', 'locked']) k, generate_series(1, 3) n ORDER BY k, n;
+         INSERT INTO outbox (topic, key, payload, scheduled_at)
+         VALUES ('t', 'later', '{}', now() + interval '1 hour');
+         UPDATE outbox SET state = 'processing', claim_token = gen_random_uuid(),
+                lease_expires_at = now() + interval '5 minutes'
+          WHERE key = 'busy' AND payload->>'n' = '1';",
+    )
+    .await;
+    let mut other = fx.db.session().await;
+    sqlx::raw_sql(
+        "BEGIN; SELECT 1 FROM outbox WHERE key = 'locked' AND payload->>'n' = '1' FOR UPDATE",
+    )
+    .execute(&mut other)
+    .await
+    .expect("lock the head of 'locked' in another session");
+    let named = ["twice", "busy", "twice", "later", "locked", "absent"].map(str::to_owned);
+    let rows = run_released_claim(&mut fx.session, &named).await;
+    let claimed: Vec<(String, String)> = rows
+        .iter()
+        .map(|row| {
+            let key: String = row.get("key");
+            let payload: String = row.get("payload");
+            (key, payload)
+        })
+        .collect();
+    assert_eq!(
+        claimed,
+        vec![("twice".to_owned(), r#"{"n": 1}"#.to_owned())],
+        "only the head of 'twice', once"
+    );
+    sqlx::raw_sql("ROLLBACK")
+        .execute(&mut other)
+        .await
+        .expect("release the lock");
+    // A head another session is rewriting is skipped; once the rewrite commits, the head is taken
+    // at its new address.
+    sqlx::raw_sql(
+        "BEGIN; UPDATE outbox SET updated_at = now() WHERE key = 'locked' AND payload->>'n' = '1'",
+    )
+    .execute(&mut other)
+    .await
+    .expect("rewrite the head of 'locked'");
+    let rows = run_released_claim(&mut fx.session, &["locked".to_owned()]).await;
+    assert!(rows.is_empty(), "a head being rewritten is skipped");
+    sqlx::raw_sql("COMMIT")
+        .execute(&mut other)
+        .await
+        .expect("commit the rewrite");
+    let rows = run_released_claim(&mut fx.session, &["locked".to_owned()]).await;
+    let payloads: Vec<String> = rows.iter().map(|row| row.get("payload")).collect();
+    assert_eq!(
+        payloads,
+        vec![r#"{"n": 1}"#.to_owned()],
+        "the rewritten head, at its new address"
+    );
+    assert_eq!(
+        count_where(&mut fx.session, "state = 'processing'").await,
+        3
+    );
+    drop(other);
+    fx.done().await;
+}
+
 #[tokio::test]
 async fn the_scan_bound_ends_a_walk_and_the_cursor_carries_on_past_it() {
     let mut fx = Fixture::new().await;
