@@ -162,10 +162,10 @@ RETURNING t."id" AS id, t."claim_token" AS claim_token, t."topic" AS topic,
 
 -- outbox_claim_released
 WITH heads AS (
-    SELECT h.id
+    SELECT h.id, h.tid
       FROM unnest($1::text[]) AS r(k)
      CROSS JOIN LATERAL (
-        SELECT o."id" AS id, o."state" AS st, o."scheduled_at" AS due
+        SELECT o."id" AS id, o.ctid AS tid, o."state" AS st, o."scheduled_at" AS due
           FROM "qb_outbox" o
          WHERE o."state" IN ('pending', 'processing') AND o."key" = r.k
          ORDER BY o."key", o."sequence"
@@ -174,11 +174,11 @@ WITH heads AS (
 ),
 locked AS (
     SELECT o."id" AS id, o.ctid AS tid
-      FROM "qb_outbox" o
-     WHERE o."id" IN (SELECT id FROM heads)
-       AND o."state" = 'pending' AND o."scheduled_at" <= now()
+      FROM heads h
+      JOIN "qb_outbox" o ON o.ctid = h.tid AND o."id" = h.id
+     WHERE o."state" = 'pending' AND o."scheduled_at" <= now()
        AND (SELECT set_config('synchronous_commit', 'off', true)) = 'off'
-     FOR UPDATE SKIP LOCKED
+     FOR UPDATE OF o SKIP LOCKED
 )
 UPDATE "qb_outbox" t
    SET "state" = 'processing',
