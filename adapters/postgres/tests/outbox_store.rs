@@ -1476,6 +1476,65 @@ async fn claim_until_done(
     }
 }
 
+#[tokio::test]
+async fn a_claim_with_freed_keys_completes_on_a_pool_of_one_connection() {
+    // The freed keys' heads and the walk are claimed side by side, each on a pooled connection;
+    // with one connection in the pool they take turns, and the claim must still finish and keep
+    // the head rule.
+    let mut fx = Fixture::new().await;
+    fx.exec(
+        "INSERT INTO outbox (topic, key, payload)
+         SELECT 't', 'k-' || k, jsonb_build_object('n', n)
+           FROM generate_series(1, 4) k, generate_series(1, 3) n ORDER BY n, k;
+         INSERT INTO outbox (topic, payload) SELECT 't', '{}' FROM generate_series(1, 2);",
+    )
+    .await;
+    let mut options = fx.db.options(false, SchemaNames::default());
+    options.pool_size = 1;
+    let single = connect(&options)
+        .await
+        .expect("connect with one connection");
+    single.prepare().await.expect("prepare");
+    let store = single.outbox_store();
+    // Two claims, so the unkeyed rows come once before the walk and once after it.
+    let first = tokio::time::timeout(WAIT, claim_with(&store, 4, LONG_LEASE, ""))
+        .await
+        .expect("the first claim finished on one connection");
+    let writes: Vec<FencedFinish> = first.rows.iter().map(sent).collect();
+    assert_eq!(
+        store.finish(&writes).await.expect("finish"),
+        vec![true; writes.len()]
+    );
+    let freed: Vec<String> = first.rows.iter().filter_map(|r| r.key.clone()).collect();
+    assert!(
+        !freed.is_empty(),
+        "the first claim took keyed rows: {first:?}"
+    );
+    let second = tokio::time::timeout(
+        WAIT,
+        claim_released(&store, 6, LONG_LEASE, &first.next_key_cursor, freed.clone()),
+    )
+    .await
+    .expect("the claim with freed keys finished on one connection");
+    // Which part reaches a freed key first may vary; what may not: one row a key, each key's second
+    // row (its head now), and the two rows without a key, which this claim takes before the walk.
+    let keys = keys_of(&second);
+    let keyed: Vec<_> = keys.iter().flatten().collect();
+    let distinct: HashSet<_> = keyed.iter().collect();
+    assert_eq!(distinct.len(), keyed.len(), "one row a key: {second:?}");
+    assert!(
+        keyed.len() >= 3,
+        "the freed keys' heads were taken: {second:?}"
+    );
+    for row in second.rows.iter().filter(|r| r.key.is_some()) {
+        assert_eq!(row.payload, r#"{"n": 2}"#, "only heads: {second:?}");
+    }
+    assert_eq!(keys.iter().filter(|k| k.is_none()).count(), 2, "{second:?}");
+    drop(store);
+    single.close().await;
+    fx.done().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_stores_claiming_at_once_share_the_rows_without_breaking_key_order() {
     let mut fx = Fixture::new().await;
