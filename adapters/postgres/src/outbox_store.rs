@@ -215,12 +215,12 @@ impl OutboxStore for PgOutboxStore {
         };
         let remaining = limit.saturating_sub(rows.len() as u32);
         if unkeyed == UnkeyedTurn::Apart && remaining > 0 {
-            let unkeyed = async {
+            let claim_without_key = async {
                 let mut connection = self.connection("claim").await?;
                 self.claim_unkeyed(&mut connection, remaining, request.lease, &mut rows)
                     .await
             };
-            if let Err(error) = unkeyed.await {
+            if let Err(error) = claim_without_key.await {
                 if rows.is_empty() {
                     return Err(error);
                 }
