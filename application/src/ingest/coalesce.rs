@@ -3,10 +3,13 @@
 //!
 //! Under load most of an insert's cost is per statement (a round trip, a commit, the wake-ups on
 //! both sides), not per row, so a group of rows costs little more than one. There is no timer: a
-//! message that finds a free runner is inserted at once, alone, with the single-row statement; only
-//! messages that arrive while every runner is busy wait, and the next statement of the first free
-//! runner takes them. Every
-//! caller still gets its own outcome, and only after the statement holding its row committed.
+//! message that finds no statement running is inserted at once, alone, with the single-row
+//! statement; messages that arrive while statements run wait, and the next statement of the first
+//! runner to finish takes them. Another runner starts only when more messages wait than the busy
+//! runners' next statements would take together (a full group each): more statements at once mean
+//! smaller groups and more commits for the same rows, which on a 2-core machine cost a quarter of the
+//! ingestion rate (five runners against one, `bench/journal/2026-12-04.md`). Every caller still gets
+//! its own outcome, and only after the statement holding its row committed.
 //!
 //! The wrapper is an [`InboxStore`] itself, so the ingest pipeline (and every source kind behind
 //! it) uses it without knowing.
@@ -23,8 +26,8 @@ use tokio::sync::oneshot;
 pub struct CoalesceOptions {
     /// The most messages one statement inserts.
     pub max_group: usize,
-    /// The most group statements in flight at once (each holds one pool connection), so one slow
-    /// statement does not hold back every other message.
+    /// The most group statements in flight at once (each holds one pool connection). Runners beyond
+    /// the first start only while a backlog of more than a full group per busy runner waits.
     pub max_parallel: usize,
 }
 
@@ -184,11 +187,14 @@ impl InboxStore for CoalescingInbox {
                 message: message.clone(),
                 answer,
             });
-            let free = queue.runners < self.shared.options.max_parallel.max(1);
-            if free {
+            let busy = queue.runners;
+            let options = &self.shared.options;
+            let start = busy < options.max_parallel.max(1)
+                && (busy == 0 || queue.waiting.len() > busy * options.max_group.max(1));
+            if start {
                 queue.runners += 1;
             }
-            free
+            start
         };
         if start_runner {
             tokio::spawn(run(RunnerSlot {

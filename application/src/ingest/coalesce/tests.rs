@@ -283,22 +283,38 @@ async fn without_a_connection_every_message_of_the_group_fails_without_retries()
 }
 
 #[tokio::test]
-async fn a_second_runner_serves_while_the_first_statement_is_held() {
+async fn a_second_runner_starts_only_when_more_wait_than_the_busy_one_takes_next() {
     let store = Arc::new(RecordingStore::holding_the_first_statement());
-    let inbox = Arc::new(CoalescingInbox::new(store.clone(), options(64, 2)));
+    let inbox = Arc::new(CoalescingInbox::new(store.clone(), options(2, 2)));
     let held = submit(&inbox, "held");
     wait_for("the held statement", || {
         store.started.load(Ordering::SeqCst) == 1
     })
     .await;
-    // The second runner is free: this message does not wait for the held statement.
-    let free = message("free");
+    // Two waiting messages fit the busy runner's next group: they wait for it, no runner starts
+    // (the decision is taken under the queue's lock as each message is queued).
+    let queued = [submit(&inbox, "a"), submit(&inbox, "b")];
+    wait_for("two queued messages", || inbox.waiting() == 2).await;
+    assert_eq!(inbox.shared.queue().runners, 1);
+    // A third is more than one group: a second runner starts and stores all three while the first
+    // statement is still held.
+    let third = submit(&inbox, "c");
+    for pending in queued.into_iter().chain([third]) {
+        let (message, outcome) = joined(pending).await.unwrap();
+        assert_eq!(outcome.unwrap(), Stored::New(message.id));
+    }
     assert_eq!(
-        joined(inbox.insert(&free)).await.unwrap(),
-        Stored::New(free.id)
+        store.started.load(Ordering::SeqCst),
+        3,
+        "held, a group of two, then one"
     );
+    assert_eq!(store.group_sizes(), vec![2]);
     store.release_the_first_statement();
     assert!(joined(held).await.unwrap().1.is_ok());
+    wait_for("both runners to give their slot back", || {
+        inbox.shared.queue().runners == 0
+    })
+    .await;
 }
 
 #[test]
