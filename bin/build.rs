@@ -1,10 +1,14 @@
 //! Link settings of the `queuebox` executable that make an idle process smaller.
 //!
 //! On x86_64 Linux, where rustc links with LLD:
-//! - the functions start-up and an idle service run are laid out next to each other
-//!   (`startup-symbols.txt`, written by `bench/startup-symbols.sh`). The kernel maps a code page
-//!   together with its cached neighbours on every fault, so start-up code scattered over the whole
-//!   text made most of it resident; packed, the same work maps a fraction of it.
+//! - the functions start-up and an idle service run are laid out next to each other, followed by
+//!   the further ones a drain runs, hottest first (`startup-symbols.txt`, written by
+//!   `bench/startup-symbols.sh`). The kernel maps a code page together with its cached neighbours
+//!   on every fault, so start-up code scattered over the whole text made most of it resident;
+//!   packed, the same work maps a fraction of it.
+//!
+//! Rust 1.90 and later link this target with LLD by default (the workspace asks for 1.95); the
+//! ordering file is an LLD (and mold) option that GNU ld does not know.
 //! - relative relocations are packed (DT_RELR, glibc 2.36 or later): the dynamic loader reads
 //!   11 kB instead of a 770 kB relocation table at every start.
 //!
