@@ -604,15 +604,18 @@ async fn a_hot_key_moves_on_as_soon_as_its_head_is_finished_and_the_walk_keeps_i
            FROM generate_series(1, 40) k, generate_series(1, 5) n ORDER BY k, n;",
     )
     .await;
-    let limit = 6;
+    let limit: u32 = 6;
     let mut cursor = String::new();
     let mut released: Vec<String> = Vec::new();
+    let mut streaks: HashMap<String, u32> = HashMap::new();
     let mut hot_sequences: Vec<i64> = Vec::new();
     let mut claims_with_hot = 0;
     let mut first_turn: HashMap<String, usize> = HashMap::new();
     let claims = 20;
     for round in 0..claims {
-        let claim = claim_released(&fx.store, limit, LONG_LEASE, &cursor, released).await;
+        // The store probes the first half of the named keys; only those can extend a streak.
+        released.truncate(limit.div_ceil(2) as usize);
+        let claim = claim_released(&fx.store, limit, LONG_LEASE, &cursor, released.clone()).await;
         cursor = claim.next_key_cursor.clone();
         assert!(claim.rows.len() <= limit as usize);
         let keys: HashSet<_> = claim.rows.iter().map(|r| r.key.clone()).collect();
@@ -629,8 +632,25 @@ async fn a_hot_key_moves_on_as_soon_as_its_head_is_finished_and_the_walk_keeps_i
         }
         let writes: Vec<FencedFinish> = claim.rows.iter().map(sent).collect();
         assert_eq!(fx.finish(&writes).await, vec![true; writes.len()]);
-        // The dispatcher names the freed keys oldest first; the hot key's turn comes with them.
-        released = claim.rows.iter().filter_map(|r| r.key.clone()).collect();
+        // The dispatcher names the freed keys longest streak first (a key named in the last claim
+        // and freed again), as `Released` does. The walk runs beside the freed keys' probe and may
+        // lock the hot key's head first; the streak still carries the key into the next claim.
+        let mut freed: Vec<(String, u32)> = claim
+            .rows
+            .iter()
+            .filter_map(|r| r.key.clone())
+            .map(|key| {
+                let streak = if released.contains(&key) {
+                    streaks.get(&key).copied().unwrap_or(0) + 1
+                } else {
+                    0
+                };
+                (key, streak)
+            })
+            .collect();
+        freed.sort_by_key(|(_, streak)| std::cmp::Reverse(*streak));
+        streaks = freed.iter().cloned().collect();
+        released = freed.into_iter().map(|(key, _)| key).collect();
     }
     assert!(
         claims_with_hot >= claims - 1,
