@@ -41,6 +41,8 @@ pub struct PgOutboxStore {
     /// Which kind of row a claim serves first; flips every claim so that neither keyed nor unkeyed
     /// rows can starve the other.
     unkeyed_first: AtomicBool,
+    /// Whether the last claim left room and its walk went round every key (see `claim`).
+    walked_round: AtomicBool,
 }
 
 impl PgOutboxStore {
@@ -50,6 +52,7 @@ impl PgOutboxStore {
             pool,
             statements,
             unkeyed_first: AtomicBool::new(false),
+            walked_round: AtomicBool::new(false),
         }
     }
 
@@ -102,8 +105,8 @@ impl PgOutboxStore {
         result.iter().map(claimed_row).collect()
     }
 
-    /// The walk's part of a claim, up to `limit` rows: the key walk from `cursor`, wrapped once to the
-    /// first key when it reached the last, with the rows without a key where `unkeyed` says. Returns
+    /// The walk's part of a claim, up to `limit` rows: the key walk from `cursor` (wrapping once to the
+    /// first key when it reaches the last), with the rows without a key where `unkeyed` says. Returns
     /// the rows and the next cursor. Its connection goes back to the pool before it returns: held
     /// while the freed keys' claim waits for one, a pool of one connection would wait for ever.
     async fn claim_walk(
@@ -122,21 +125,14 @@ impl PgOutboxStore {
             self.claim_unkeyed(&mut connection, limit, lease, &mut rows)
                 .await?;
         }
-        let mut remaining = limit.saturating_sub(rows.len() as u32);
+        let remaining = limit.saturating_sub(rows.len() as u32);
         let mut cursor = cursor.to_owned();
         if remaining > 0 {
-            let started_at = cursor.clone();
+            // The walk wraps to the keys before the cursor in the same statement when it reaches
+            // the last key first (see the template).
             cursor = self
-                .claim_keyed(&mut connection, &started_at, remaining, lease, &mut rows)
+                .claim_keyed(&mut connection, &cursor, remaining, lease, &mut rows)
                 .await?;
-            remaining = limit.saturating_sub(rows.len() as u32);
-            // The walk reached the last key before filling its share: wrap around once, so the keys
-            // before the cursor get their turn in this claim rather than the next.
-            if remaining > 0 && cursor.is_empty() && !started_at.is_empty() {
-                cursor = self
-                    .claim_keyed(&mut connection, "", remaining, lease, &mut rows)
-                    .await?;
-            }
         }
         if unkeyed == UnkeyedTurn::After {
             let remaining = limit.saturating_sub(rows.len() as u32);
@@ -175,7 +171,15 @@ impl OutboxStore for PgOutboxStore {
         let limit = request.limit.max(1);
         // Keys this replica just freed take at most half of the limit: the walk always gets the other
         // half, so its rotation over every ready key keeps moving.
-        let released = request.released_keys.len().min(limit.div_ceil(2) as usize);
+        // After a claim that came back with room left and a walk that went all the way round, the
+        // walk of this claim visits every ready key, the freed ones too: their probe would only
+        // cost a statement (on a sparse backlog, as with logical capture, it found nothing in
+        // nearly every claim).
+        let released = if self.walked_round.load(Ordering::Relaxed) {
+            0
+        } else {
+            request.released_keys.len().min(limit.div_ceil(2) as usize)
+        };
         let released_keys = &request.released_keys[..released];
         // The freed keys' heads are claimed on a connection of their own while the walk runs, as two
         // replicas claim side by side: each head is locked SKIP LOCKED by whichever statement reaches
@@ -227,6 +231,11 @@ impl OutboxStore for PgOutboxStore {
                 tracing::warn!(%error, "claiming rows without a key failed; the keyed rows go on");
             }
         }
+        // An empty cursor: the walk ran out of keys, after its wrap, before the limit.
+        self.walked_round.store(
+            rows.len() < limit as usize && cursor.is_empty(),
+            Ordering::Relaxed,
+        );
         Ok(Claim {
             rows,
             next_key_cursor: cursor,

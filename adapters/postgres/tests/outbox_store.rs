@@ -548,6 +548,15 @@ async fn the_walk_wraps_to_keys_before_the_cursor_in_the_same_claim() {
     assert_eq!(claim.next_key_cursor, "e");
     let claim = fx.claim(2, &claim.next_key_cursor).await;
     assert_eq!(keys_of(&claim), vec![Some("f".into())]);
+
+    // The wrap and the walk before it are one statement: after the wrap the walk stops at the
+    // cursor instead of meeting the keys after it again (whose heads it would count as ready a
+    // second time and so end at the limit, handing back a cursor, with two rows claimed).
+    fx.insert("t", Some("g"), "{}").await;
+    fx.insert("t", Some("z"), "{}").await;
+    let claim = fx.claim(3, "m").await;
+    assert_eq!(keys_of(&claim), vec![Some("g".into()), Some("z".into())]);
+    assert_eq!(claim.next_key_cursor, "", "the walk ended at the cursor");
     fx.done().await;
 }
 
@@ -1552,6 +1561,43 @@ async fn a_claim_with_freed_keys_completes_on_a_pool_of_one_connection() {
     assert_eq!(keys.iter().filter(|k| k.is_none()).count(), 2, "{second:?}");
     drop(store);
     single.close().await;
+    fx.done().await;
+}
+
+#[tokio::test]
+async fn after_a_walk_round_every_key_the_freed_keys_heads_come_with_the_walk() {
+    // A claim with room left whose walk went round every key: the next claim leaves the freed
+    // keys' probe out (its walk goes round them anyway). Their new heads must still be claimed,
+    // heads only, claim after claim.
+    let mut fx = Fixture::new().await;
+    fx.exec(
+        "INSERT INTO outbox (topic, key, payload)
+         SELECT 't', k, jsonb_build_object('n', n)
+           FROM unnest(ARRAY['a', 'b', 'c']) k, generate_series(1, 3) n ORDER BY n, k;",
+    )
+    .await;
+    let first = claim_with(&fx.store, 10, LONG_LEASE, "").await;
+    assert_eq!(first.rows.len(), 3, "{first:?}");
+    assert_eq!(first.next_key_cursor, "", "the walk went round");
+    let writes: Vec<FencedFinish> = first.rows.iter().map(sent).collect();
+    assert_eq!(fx.finish(&writes).await, vec![true; 3]);
+    let freed: Vec<String> = first.rows.iter().filter_map(|r| r.key.clone()).collect();
+    for n in 2..=3 {
+        let claim = claim_released(&fx.store, 10, LONG_LEASE, "", freed.clone()).await;
+        assert_eq!(
+            keys_of(&claim),
+            vec![Some("a".into()), Some("b".into()), Some("c".into())]
+        );
+        for row in &claim.rows {
+            assert_eq!(
+                row.payload,
+                format!(r#"{{"n": {n}}}"#),
+                "heads only: {claim:?}"
+            );
+        }
+        let writes: Vec<FencedFinish> = claim.rows.iter().map(sent).collect();
+        assert_eq!(fx.finish(&writes).await, vec![true; 3]);
+    }
     fx.done().await;
 }
 

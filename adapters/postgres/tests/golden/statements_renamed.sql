@@ -80,25 +80,44 @@ RETURNING "id";
 
 -- outbox_claim_keyed
 WITH RECURSIVE walk AS (
-    (SELECT o."key" AS k, o."id" AS id, o.ctid AS tid, o."state" AS st,
-            o."scheduled_at" AS due, 1 AS n,
-            CASE WHEN o."state" = 'pending' AND o."scheduled_at" <= now() THEN 1 ELSE 0 END AS ready
-       FROM "qb_outbox" o
-      WHERE o."state" IN ('pending', 'processing') AND o."key" > $1
-      ORDER BY o."key", o."sequence"
-      LIMIT 1)
+    SELECT first.k, first.id, first.tid, first.st, first.due, 1 AS n,
+           CASE WHEN first.st = 'pending' AND first.due <= now() THEN 1 ELSE 0 END AS ready,
+           first.wrapped
+      FROM ((SELECT o."key" AS k, o."id" AS id, o.ctid AS tid, o."state" AS st,
+                    o."scheduled_at" AS due, false AS wrapped
+               FROM "qb_outbox" o
+              WHERE o."state" IN ('pending', 'processing') AND o."key" > $1
+              ORDER BY o."key", o."sequence"
+              LIMIT 1)
+            UNION ALL
+            (SELECT o."key", o."id", o.ctid, o."state", o."scheduled_at", true
+               FROM "qb_outbox" o
+              WHERE $1 <> '' AND o."state" IN ('pending', 'processing') AND o."key" > ''
+                AND o."key" <= $1
+              ORDER BY o."key", o."sequence"
+              LIMIT 1)
+            LIMIT 1) first
   UNION ALL
     SELECT nxt.k, nxt.id, nxt.tid, nxt.st, nxt.due, w.n + 1,
-           w.ready + CASE WHEN nxt.st = 'pending' AND nxt.due <= now() THEN 1 ELSE 0 END
+           w.ready + CASE WHEN nxt.st = 'pending' AND nxt.due <= now() THEN 1 ELSE 0 END,
+           nxt.wrapped
       FROM walk w
      CROSS JOIN LATERAL (
-        SELECT o."key" AS k, o."id" AS id, o.ctid AS tid, o."state" AS st,
-               o."scheduled_at" AS due
-          FROM "qb_outbox" o
-         WHERE o."state" IN ('pending', 'processing') AND o."key" > w.k
-         ORDER BY o."key", o."sequence"
-         LIMIT 1) nxt
-     WHERE w.ready < $2 AND w.n < $4
+        (SELECT o."key" AS k, o."id" AS id, o.ctid AS tid, o."state" AS st,
+                o."scheduled_at" AS due, w.wrapped AS wrapped
+           FROM "qb_outbox" o
+          WHERE o."state" IN ('pending', 'processing') AND o."key" > w.k
+          ORDER BY o."key", o."sequence"
+          LIMIT 1)
+        UNION ALL
+        (SELECT o."key", o."id", o.ctid, o."state", o."scheduled_at", true
+           FROM "qb_outbox" o
+          WHERE NOT w.wrapped AND $1 <> ''
+            AND o."state" IN ('pending', 'processing') AND o."key" > ''
+          ORDER BY o."key", o."sequence"
+          LIMIT 1)
+        LIMIT 1) nxt
+     WHERE w.ready < $2 AND w.n < $4 AND NOT (nxt.wrapped AND nxt.k > $1)
 ),
 locked AS (
     SELECT o."id" AS id, o.ctid AS tid
