@@ -5,10 +5,9 @@
 //!   the further ones a drain runs, hottest first (`startup-symbols.txt`, written by
 //!   `bench/startup-symbols.sh`). The kernel maps a code page together with its cached neighbours
 //!   on every fault, so start-up code scattered over the whole text made most of it resident;
-//!   packed, the same work maps a fraction of it.
-//!
-//! Rust 1.90 and later link this target with LLD by default (the workspace asks for 1.95); the
-//! ordering file is an LLD (and mold) option that GNU ld does not know.
+//!   packed, the same work maps a fraction of it. Rust 1.90 and later link this target with LLD by
+//!   default (the workspace asks for 1.95); the ordering file is an LLD (and mold) option that GNU
+//!   ld does not know.
 //! - relative relocations are packed (DT_RELR, glibc 2.36 or later): the dynamic loader reads
 //!   11 kB instead of a 770 kB relocation table at every start.
 //!

@@ -41,8 +41,6 @@ pub struct PgOutboxStore {
     /// Which kind of row a claim serves first; flips every claim so that neither keyed nor unkeyed
     /// rows can starve the other.
     unkeyed_first: AtomicBool,
-    /// Whether the last claim left room and its walk went round every key (see `claim`).
-    walked_round: AtomicBool,
 }
 
 impl PgOutboxStore {
@@ -52,7 +50,6 @@ impl PgOutboxStore {
             pool,
             statements,
             unkeyed_first: AtomicBool::new(false),
-            walked_round: AtomicBool::new(false),
         }
     }
 
@@ -171,11 +168,11 @@ impl OutboxStore for PgOutboxStore {
         let limit = request.limit.max(1);
         // Keys this replica just freed take at most half of the limit: the walk always gets the other
         // half, so its rotation over every ready key keeps moving.
-        // After a claim that came back with room left and a walk that went all the way round, the
-        // walk of this claim visits every ready key, the freed ones too: their probe would only
-        // cost a statement (on a sparse backlog, as with logical capture, it found nothing in
-        // nearly every claim).
-        let released = if self.walked_round.load(Ordering::Relaxed) {
+        // An empty cursor after a claim means the last walk went round every key without filling
+        // its share: this claim's walk starts at the first key and visits every ready key, the
+        // freed ones too, so their probe would only cost a statement (on a sparse backlog, as with
+        // logical capture, it found nothing in nearly every claim).
+        let released = if request.key_cursor.is_empty() {
             0
         } else {
             request.released_keys.len().min(limit.div_ceil(2) as usize)
@@ -231,11 +228,6 @@ impl OutboxStore for PgOutboxStore {
                 tracing::warn!(%error, "claiming rows without a key failed; the keyed rows go on");
             }
         }
-        // An empty cursor: the walk ran out of keys, after its wrap, before the limit.
-        self.walked_round.store(
-            rows.len() < limit as usize && cursor.is_empty(),
-            Ordering::Relaxed,
-        );
         Ok(Claim {
             rows,
             next_key_cursor: cursor,

@@ -1566,9 +1566,9 @@ async fn a_claim_with_freed_keys_completes_on_a_pool_of_one_connection() {
 
 #[tokio::test]
 async fn after_a_walk_round_every_key_the_freed_keys_heads_come_with_the_walk() {
-    // A claim with room left whose walk went round every key: the next claim leaves the freed
-    // keys' probe out (its walk goes round them anyway). Their new heads must still be claimed,
-    // heads only, claim after claim.
+    // A walk that went round every key without filling its share hands back an empty cursor; a
+    // claim from it leaves the freed keys' probe out (its walk goes round them anyway). Their new
+    // heads must still be claimed, heads only, claim after claim.
     let mut fx = Fixture::new().await;
     fx.exec(
         "INSERT INTO outbox (topic, key, payload)
