@@ -9,7 +9,8 @@ timed_out=B`, rate = (N-1) / (time of the N-th handler call - time of the 1st), 
 worker_cpu_ms=.. pg_cpu_ms=.. worker_us_per_row=.. pg_us_per_row=..`.
 
     python bench.py --url URL --source S --expect N [--workers 4] [--batch 10]
-        [--concurrency 1] [--timeout 120] [--mode asyncio|threads|bare-asyncio|bare-threads]
+        [--concurrency 1] [--timeout 120]
+        [--mode asyncio|threads|bare-asyncio|bare-threads|raw-asyncio]
         [--procs 1]
 
 With --procs N the WORKERS are split evenly over N forked processes that share one counter; the
@@ -22,6 +23,11 @@ the fenced completion and COMMIT in one pipeline), with none of the worker's mac
 renewal, no handler task, no pool, no retry or shutdown logic). Each bare worker claims a batch,
 spreads it over its --concurrency connections, waits for all of them and claims again. What the
 bare client leaves below the ceiling is psycopg's own cost on these cores, not the worker's.
+
+raw-asyncio is the bare asyncio client with each row's transaction sent the way the workers send
+it since 2026-12-04 (queuebox_inbox._fast: BEGIN, then the prepared completion and COMMIT in one
+pipeline, through the connection's libpq object): the bound of that path, so the gap between it
+and a worker is what the worker's own machinery costs.
 """
 
 from __future__ import annotations
@@ -33,7 +39,7 @@ import os
 import resource
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
 
@@ -49,6 +55,7 @@ from queuebox_inbox import (
     InboxWorker,
     render_statements,
 )
+from queuebox_inbox._fast import FastTransactions
 
 # The same per-transaction settings and the same fenced completion as the workers send.
 CLAIM_SETTINGS = (
@@ -241,15 +248,6 @@ def run_threads(a: argparse.Namespace, count: Counter, at_end: AtEnd) -> tuple[b
 
 
 def run_bare_asyncio(a: argparse.Namespace, count: Counter, at_end: AtEnd) -> tuple[bool, int]:
-    async def claim(conn: psycopg.AsyncConnection[Any]) -> list[Any]:
-        cur = conn.cursor(row_factory=tuple_row)
-        async with conn.pipeline():
-            await conn.execute("BEGIN")
-            await conn.execute(CLAIM_SETTINGS, prepare=True)
-            await cur.execute(SQL.claim.text, claim_params(a), prepare=True)
-            await conn.execute("COMMIT")
-        return await cur.fetchall()
-
     async def complete(conn: psycopg.AsyncConnection[Any], rows: list[Any]) -> None:
         for row in rows:
             block = conn.transaction()
@@ -258,6 +256,38 @@ def run_bare_asyncio(a: argparse.Namespace, count: Counter, at_end: AtEnd) -> tu
             async with conn.pipeline():
                 await conn.execute(COMPLETE, {"id": row[0], "token": row[1]}, prepare=True)
                 await block.__aexit__(None, None, None)
+
+    return run_async_claims(a, count, at_end, complete)
+
+
+def run_raw_asyncio(a: argparse.Namespace, count: Counter, at_end: AtEnd) -> tuple[bool, int]:
+    fast = FastTransactions(COMPLETE)
+
+    async def complete(conn: psycopg.AsyncConnection[Any], rows: list[Any]) -> None:
+        for row in rows:
+            tx = await fast.begin(conn)
+            count.hit()  # the no-op handler
+            await fast.complete(conn, tx, [str(row[0]).encode(), str(row[1]).encode()])
+
+    return run_async_claims(a, count, at_end, complete)
+
+
+def run_async_claims(
+    a: argparse.Namespace,
+    count: Counter,
+    at_end: AtEnd,
+    complete: Callable[[psycopg.AsyncConnection[Any], list[Any]], Awaitable[None]],
+) -> tuple[bool, int]:
+    """The bare asyncio claim loop; ``complete`` handles a connection's share of each batch."""
+
+    async def claim(conn: psycopg.AsyncConnection[Any]) -> list[Any]:
+        cur = conn.cursor(row_factory=tuple_row)
+        async with conn.pipeline():
+            await conn.execute("BEGIN")
+            await conn.execute(CLAIM_SETTINGS, prepare=True)
+            await cur.execute(SQL.claim.text, claim_params(a), prepare=True)
+            await conn.execute("COMMIT")
+        return await cur.fetchall()
 
     async def worker(stop: asyncio.Event) -> None:
         claimer = await psycopg.AsyncConnection.connect(a.url, autocommit=True)
@@ -367,7 +397,9 @@ def main() -> None:
     p.add_argument("--concurrency", type=int, default=1)
     p.add_argument("--timeout", type=float, default=120.0)
     p.add_argument(
-        "--mode", choices=("asyncio", "threads", "bare-asyncio", "bare-threads"), default="asyncio"
+        "--mode",
+        choices=("asyncio", "threads", "bare-asyncio", "bare-threads", "raw-asyncio"),
+        default="asyncio",
     )
     p.add_argument("--procs", type=int, default=1)
     a = p.parse_args()
@@ -378,6 +410,7 @@ def main() -> None:
         "threads": run_threads,
         "bare-asyncio": run_bare_asyncio,
         "bare-threads": run_bare_threads,
+        "raw-asyncio": run_raw_asyncio,
     }
     run = modes[a.mode]
     started = time.monotonic()

@@ -28,6 +28,8 @@ from ._core import (
     log,
 )
 from ._errors import InboxError
+from ._fast import FastTransactions, usable
+from ._fast import available as fast_available
 from ._message import InboxMessage
 from ._options import DeadLetter, InboxOptions
 from ._sanitize import sanitize_error
@@ -167,6 +169,7 @@ class AsyncInboxWorker:
         self._options = options
         self._sql = render_statements(options.schema)
         self._complete = complete_or_fail(self._sql.complete.text)
+        self._fast = FastTransactions(self._complete) if fast_available() else None
         self._stop: asyncio.Event | None = None
         self._running = False
 
@@ -434,8 +437,13 @@ class AsyncInboxWorker:
         try:
             try:
                 await self._run_and_complete(conn, held, handler)
-            except _Failed as failed:
-                failure = failed.__cause__
+            except BaseException as error:
+                if isinstance(error, _Failed):
+                    failure = error.__cause__
+                # Every way out but success rolls the connection back, which can make psycopg
+                # discard the completion prepared on it.
+                if self._fast is not None:
+                    self._fast.forget(conn)
                 raise
         except _Abandoned:
             log(
@@ -483,8 +491,14 @@ class AsyncInboxWorker:
         BEGIN, the completion or the COMMIT; the handler's writes are rolled back in each case.
         """
         claimed = held.claimed
-        block = conn.transaction()
-        tx = await block.__aenter__()
+        fast = self._fast is not None and usable(conn)
+        block: AbstractAsyncContextManager[Any]
+        if fast and self._fast is not None:
+            tx = await self._fast.begin(conn)
+            block = tx
+        else:
+            block = conn.transaction()
+            tx = await block.__aenter__()
         handed_over = False
         try:
             context = AsyncHandlerContext(conn, tx, held.cancelled)
@@ -501,6 +515,12 @@ class AsyncInboxWorker:
             await self._end_renewal(held)
             if held.cancelled.is_set():
                 raise _Abandoned()
+            if fast and self._fast is not None:
+                handed_over = True
+                await self._fast.complete(
+                    conn, tx, [str(claimed.message.id).encode(), str(claimed.token).encode()]
+                )
+                return
             params = {"id": claimed.message.id, "token": claimed.token}
             async with conn.pipeline():
                 await conn.execute(self._complete, params, prepare=True)

@@ -17,20 +17,26 @@ import psycopg
 from psycopg.rows import tuple_row
 
 from ._core import (
+    CLAIM_LOST_SQLSTATE,
     CLAIM_SETTINGS,
     SCHEMA_HINT,
     Claimed,
     claim_params,
+    complete_or_fail,
     decide,
     decode,
     failure_params,
     log,
 )
 from ._errors import InboxError
+from ._fast import FastTransactions, usable
+from ._fast import available as fast_available
 from ._message import InboxMessage
 from ._options import DeadLetter, InboxOptions
 from ._sanitize import sanitize_error
 from ._sql import render_statements
+
+_IDLE = psycopg.pq.TransactionStatus.IDLE
 
 
 class ConnectionSource(Protocol):
@@ -163,6 +169,11 @@ class InboxWorker:
             raise InboxError("queuebox: InboxWorker needs InboxOptions")
         self._options = options
         self._sql = render_statements(options.schema)
+        self._fast = (
+            FastTransactions(complete_or_fail(self._sql.complete.text))
+            if fast_available()
+            else None
+        )
         self._stop = threading.Event()
         self._running = False
         self._lock = threading.Lock()
@@ -441,7 +452,7 @@ class InboxWorker:
                 with run.cond:
                     held.connection = conn
                 try:
-                    with conn.transaction() as tx:
+                    with self._row_transaction(conn) as (tx, fast):
                         try:
                             handler(message, HandlerContext(conn, tx, held.cancelled))
                         except Exception as error:
@@ -452,13 +463,26 @@ class InboxWorker:
                             raise _Abandoned()
                         with run.cond:
                             held.connection = None
-                        changed = conn.execute(
-                            self._sql.complete.text,
-                            {"id": message.id, "token": claimed.token},
-                            prepare=True,
-                        ).rowcount
-                        if changed != 1:
-                            raise _ClaimLost()
+                        if fast is not None:
+                            # The completion and COMMIT in one round trip; the block ends here.
+                            try:
+                                fast.complete_sync(
+                                    conn,
+                                    tx,
+                                    [str(message.id).encode(), str(claimed.token).encode()],
+                                )
+                            except psycopg.Error as error:
+                                if error.sqlstate == CLAIM_LOST_SQLSTATE:
+                                    raise _ClaimLost() from error
+                                raise
+                        else:
+                            changed = conn.execute(
+                                self._sql.complete.text,
+                                {"id": message.id, "token": claimed.token},
+                                prepare=True,
+                            ).rowcount
+                            if changed != 1:
+                                raise _ClaimLost()
                 except _Abandoned:
                     log(
                         o,
@@ -509,6 +533,35 @@ class InboxWorker:
                 id=message.id,
                 error=error,
             )
+
+    @contextmanager
+    def _row_transaction(
+        self, conn: psycopg.Connection[Any]
+    ) -> Iterator[tuple[psycopg.Transaction, FastTransactions | None]]:
+        """The row's transaction block: through libpq when the connection allows it (then the
+        body ends the block with ``complete_sync``), else psycopg's own block, which commits at
+        the end of the body. Any exception rolls the transaction back and goes on."""
+        fast = self._fast
+        if fast is None or not usable(conn):
+            with conn.transaction() as tx:
+                yield tx, None
+            return
+        tx = fast.begin_sync(conn)
+        try:
+            yield tx, fast
+        except BaseException as error:
+            # Every way out but success rolls the connection back, which can make psycopg
+            # discard the completion prepared on it.
+            fast.forget(conn)
+            if tx.status == psycopg.Transaction.Status.ACTIVE:
+                tx.__exit__(type(error), error, error.__traceback__)
+            elif (
+                not conn.closed
+                and conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE
+            ):
+                with contextlib.suppress(psycopg.Error):
+                    conn.rollback()
+            raise
 
     def _release(self, held: _Held) -> None:
         # A row that never reached a handler goes back to the claims: pending again, same
