@@ -279,16 +279,26 @@ def _until_sync(pg: Any) -> Exchange[list[Any]]:
         yield _READ
 
 
+def _block_until(fd: int, wait: int) -> None:
+    """Blocks until ``fd`` is readable or writable: poll where it exists (select's descriptor
+    limit of 1024 does not apply to it), select elsewhere (Windows)."""
+    if hasattr(select, "poll"):
+        poller = select.poll()
+        poller.register(fd, select.POLLIN if wait == _READ else select.POLLOUT)
+        poller.poll()
+    elif wait == _READ:
+        select.select([fd], [], [])
+    else:
+        select.select([], [fd], [])
+
+
 def _drive_sync(exchange: Exchange[T], fd: int) -> T:
     """Runs ``exchange`` on the calling thread, blocking in ``select`` while it waits."""
     try:
         wait = next(exchange)
         while True:
             try:
-                if wait == _READ:
-                    select.select([fd], [], [])
-                else:
-                    select.select([], [fd], [])
+                _block_until(fd, wait)
             except BaseException as error:
                 # Interrupted while waiting: the exchange cleans up (closes the connection).
                 exchange.throw(error)
