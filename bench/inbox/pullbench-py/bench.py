@@ -267,7 +267,7 @@ def run_raw_asyncio(a: argparse.Namespace, count: Counter, at_end: AtEnd) -> tup
         for row in rows:
             tx = await fast.begin(conn)
             count.hit()  # the no-op handler
-            await fast.complete(conn, tx, [str(row[0]).encode(), str(row[1]).encode()])
+            await fast.complete(conn, tx, row[0], row[1])
 
     return run_async_claims(a, count, at_end, complete)
 

@@ -491,10 +491,10 @@ class AsyncInboxWorker:
         BEGIN, the completion or the COMMIT; the handler's writes are rolled back in each case.
         """
         claimed = held.claimed
-        fast = self._fast is not None and usable(conn)
+        fast = self._fast if self._fast is not None and usable(conn) else None
         block: AbstractAsyncContextManager[Any]
-        if fast and self._fast is not None:
-            tx = await self._fast.begin(conn)
+        if fast is not None:
+            tx = await fast.begin(conn)
             block = tx
         else:
             block = conn.transaction()
@@ -515,11 +515,9 @@ class AsyncInboxWorker:
             await self._end_renewal(held)
             if held.cancelled.is_set():
                 raise _Abandoned()
-            if fast and self._fast is not None:
+            if fast is not None:
                 handed_over = True
-                await self._fast.complete(
-                    conn, tx, [str(claimed.message.id).encode(), str(claimed.token).encode()]
-                )
+                await fast.complete(conn, tx, claimed.message.id, claimed.token)
                 return
             params = {"id": claimed.message.id, "token": claimed.token}
             async with conn.pipeline():

@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import re
 import select
+import uuid
 import weakref
 from collections.abc import Generator
 from typing import Any, TypeVar
@@ -130,7 +131,8 @@ class FastTransactions:
         self,
         conn: psycopg.AsyncConnection[Any],
         block: psycopg.AsyncTransaction,
-        params: list[bytes],
+        row_id: uuid.UUID,
+        token: uuid.UUID,
     ) -> None:
         """The completion and COMMIT in one round trip; ``block`` ends either way.
 
@@ -138,14 +140,20 @@ class FastTransactions:
         own pipeline) and the completion's error is raised.
         """
         async with conn.lock:
-            await _drive_async(self._complete_and_commit(conn, block, params), conn.pgconn.socket)
+            exchange = self._complete_and_commit(conn, block, _params(row_id, token))
+            await _drive_async(exchange, conn.pgconn.socket)
 
     def complete_sync(
-        self, conn: psycopg.Connection[Any], block: psycopg.Transaction, params: list[bytes]
+        self,
+        conn: psycopg.Connection[Any],
+        block: psycopg.Transaction,
+        row_id: uuid.UUID,
+        token: uuid.UUID,
     ) -> None:
         """As ``complete``, for the threaded worker."""
         with conn.lock:
-            _drive_sync(self._complete_and_commit(conn, block, params), conn.pgconn.socket)
+            exchange = self._complete_and_commit(conn, block, _params(row_id, token))
+            _drive_sync(exchange, conn.pgconn.socket)
 
     def _begin(self, conn: AnyConnection, block: AnyTransaction) -> Exchange[None]:
         yield from self._prepare(conn)
@@ -228,6 +236,11 @@ class FastTransactions:
                 _end(block, committed=False)
                 pg.finish()
             raise
+
+
+def _params(row_id: uuid.UUID, token: uuid.UUID) -> list[bytes]:
+    """The completion's parameters ($1 id, $2 token) as libpq text."""
+    return [str(row_id).encode(), str(token).encode()]
 
 
 def _end(block: AnyTransaction, *, committed: bool) -> None:

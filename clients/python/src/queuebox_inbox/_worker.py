@@ -466,11 +466,7 @@ class InboxWorker:
                         if fast is not None:
                             # The completion and COMMIT in one round trip; the block ends here.
                             try:
-                                fast.complete_sync(
-                                    conn,
-                                    tx,
-                                    [str(message.id).encode(), str(claimed.token).encode()],
-                                )
+                                fast.complete_sync(conn, tx, message.id, claimed.token)
                             except psycopg.Error as error:
                                 if error.sqlstate == CLAIM_LOST_SQLSTATE:
                                     raise _ClaimLost() from error
@@ -555,10 +551,7 @@ class InboxWorker:
             fast.forget(conn)
             if tx.status == psycopg.Transaction.Status.ACTIVE:
                 tx.__exit__(type(error), error, error.__traceback__)
-            elif (
-                not conn.closed
-                and conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE
-            ):
+            elif not conn.closed and conn.info.transaction_status != _IDLE:
                 with contextlib.suppress(psycopg.Error):
                     conn.rollback()
             raise
