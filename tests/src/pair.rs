@@ -8,6 +8,7 @@
 //! suite by several people on one machine take turns instead of resetting the pair under each other.
 
 use sqlx::{AssertSqlSafe, Connection, PgConnection};
+use std::time::Duration;
 use tokio::sync::{Mutex, MutexGuard};
 
 static PAIR: Mutex<()> = Mutex::const_new(());
@@ -163,6 +164,20 @@ impl Pair {
             .await
             .expect("create the test database on the pair");
         let _ = admin.close().await;
+        // The standby commits the CREATE in sync but may replay it a moment later; a test that
+        // starts QueueBox with the standby listed first would meet "database does not exist"
+        // there instead of a read-only host (seen once in CI).
+        let standby = self.url(Node::Standby, &name);
+        crate::wait_until(
+            "the new database on the standby",
+            Duration::from_secs(30),
+            || async {
+                let connection = PgConnection::connect(&standby).await.ok()?;
+                let _ = connection.close().await;
+                Some(())
+            },
+        )
+        .await;
         name
     }
 }
