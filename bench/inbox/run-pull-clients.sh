@@ -11,8 +11,9 @@
 # the threaded InboxWorker, python-asyncio the AsyncInboxWorker; python-bare-threads and
 # python-bare-asyncio, not in the default set, are plain psycopg sending the same exchanges as those
 # workers with none of their machinery: the yardstick of what psycopg itself costs on these cores,
-# and python-raw-asyncio the same through libpq directly, as the workers send a row's transaction;
-# see pullbench-py/bench.py), PY_PROCS (1: the Python clients' WORKERS spread over that many
+# and python-raw-asyncio the same through libpq directly, as the workers send a row's transaction,
+# python-chain-asyncio that with each completion carrying the next row's BEGIN, as the asyncio
+# worker sends it; see pullbench-py/bench.py), PY_PROCS (1: the Python clients' WORKERS spread over that many
 # processes, bench.py --procs), RUN_TIMEOUT (120 s a run),
 # QB_PYCLIENT_VENV (the venv of scripts/test.sh's Python block, /var/cache/queuebox-pyvenv-pyclient).
 # Order: the ceiling first (run-pull-ceiling.sh RUNS "<the batches of CONFIGS>"), then per run,
@@ -38,7 +39,7 @@ for client in $CLIENT_SET; do
     typescript)
       (cd "$REPO_DIR/clients/typescript" && { [ -d node_modules ] || npm ci --no-audit --no-fund >/dev/null; } && npm run -s build) ||
         die "build of clients/typescript failed" ;;
-    python | python-asyncio | python-bare-threads | python-bare-asyncio | python-raw-asyncio)
+    python | python-asyncio | python-bare-threads | python-bare-asyncio | python-raw-asyncio | python-chain-asyncio)
       [ -n "${python_installed:-}" ] && continue # one install serves every Python client
       python_installed=yes
       [ -x "$PYVENV/bin/python" ] || python3 -m venv "$PYVENV" || die "python3 -m venv $PYVENV failed"
@@ -60,6 +61,7 @@ bench_cmd() {
     python-bare-threads) echo "$PYVENV/bin/python $INBOX_BENCH_DIR/pullbench-py/bench.py --mode bare-threads --procs $PY_PROCS" ;;
     python-bare-asyncio) echo "$PYVENV/bin/python $INBOX_BENCH_DIR/pullbench-py/bench.py --mode bare-asyncio --procs $PY_PROCS" ;;
     python-raw-asyncio) echo "$PYVENV/bin/python $INBOX_BENCH_DIR/pullbench-py/bench.py --mode raw-asyncio --procs $PY_PROCS" ;;
+    python-chain-asyncio) echo "$PYVENV/bin/python $INBOX_BENCH_DIR/pullbench-py/bench.py --mode chain-asyncio --procs $PY_PROCS" ;;
   esac
 }
 

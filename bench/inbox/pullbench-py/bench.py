@@ -10,7 +10,7 @@ worker_cpu_ms=.. pg_cpu_ms=.. worker_us_per_row=.. pg_us_per_row=..`.
 
     python bench.py --url URL --source S --expect N [--workers 4] [--batch 10]
         [--concurrency 1] [--timeout 120]
-        [--mode asyncio|threads|bare-asyncio|bare-threads|raw-asyncio]
+        [--mode asyncio|threads|bare-asyncio|bare-threads|raw-asyncio|chain-asyncio]
         [--procs 1]
 
 With --procs N the WORKERS are split evenly over N forked processes that share one counter; the
@@ -27,7 +27,9 @@ bare client leaves below the ceiling is psycopg's own cost on these cores, not t
 raw-asyncio is the bare asyncio client with each row's transaction sent the way the workers send
 it since 2026-12-04 (queuebox_inbox._fast: BEGIN, then the prepared completion and COMMIT in one
 pipeline, through the connection's libpq object): the bound of that path, so the gap between it
-and a worker is what the worker's own machinery costs.
+and a worker is what the worker's own machinery costs. chain-asyncio is raw-asyncio with each
+row's completion carrying the BEGIN of the connection's next row, as AsyncInboxWorker's consumers
+send it when their next row waits: one round trip a row.
 """
 
 from __future__ import annotations
@@ -272,6 +274,26 @@ def run_raw_asyncio(a: argparse.Namespace, count: Counter, at_end: AtEnd) -> tup
     return run_async_claims(a, count, at_end, complete)
 
 
+def run_chain_asyncio(a: argparse.Namespace, count: Counter, at_end: AtEnd) -> tuple[bool, int]:
+    fast = FastTransactions(COMPLETE)
+
+    async def complete(conn: psycopg.AsyncConnection[Any], rows: list[Any]) -> None:
+        if not rows:
+            return
+        tx = await fast.begin(conn)
+        for i, row in enumerate(rows):
+            count.hit()  # the no-op handler
+            last = i == len(rows) - 1
+            following = await fast.complete(conn, tx, row[0], row[1], begin_next=not last)
+            if following is None:
+                if not last:
+                    tx = await fast.begin(conn)
+            else:
+                tx = following
+
+    return run_async_claims(a, count, at_end, complete)
+
+
 def run_async_claims(
     a: argparse.Namespace,
     count: Counter,
@@ -398,7 +420,14 @@ def main() -> None:
     p.add_argument("--timeout", type=float, default=120.0)
     p.add_argument(
         "--mode",
-        choices=("asyncio", "threads", "bare-asyncio", "bare-threads", "raw-asyncio"),
+        choices=(
+            "asyncio",
+            "threads",
+            "bare-asyncio",
+            "bare-threads",
+            "raw-asyncio",
+            "chain-asyncio",
+        ),
         default="asyncio",
     )
     p.add_argument("--procs", type=int, default=1)
@@ -411,6 +440,7 @@ def main() -> None:
         "bare-asyncio": run_bare_asyncio,
         "bare-threads": run_bare_threads,
         "raw-asyncio": run_raw_asyncio,
+        "chain-asyncio": run_chain_asyncio,
     }
     run = modes[a.mode]
     started = time.monotonic()

@@ -13,7 +13,7 @@ import uuid
 from typing import Any
 
 from queuebox_inbox import AsyncHandlerContext, AsyncInboxWorker, InboxMessage, InboxOptions
-from queuebox_inbox._aio import _Held
+from queuebox_inbox._aio import _Chain, _Run
 from queuebox_inbox._core import Claimed
 
 
@@ -57,7 +57,9 @@ class _Scripted(AsyncInboxWorker):
             await self.first_batch_done
         return self.batches.pop(0) if self.batches else []
 
-    async def _handle(self, held: _Held, handler: Any) -> None:
+    async def _serve(self, run: _Run, handler: Any, chain: _Chain) -> None:
+        held = chain.held
+        assert held is not None
         self.handled.append(held.claimed.message.id)
         if len(self.handled) == self.expected:
             self.all_handled.set()
@@ -66,6 +68,8 @@ class _Scripted(AsyncInboxWorker):
         done = self.first_batch_done
         if done is not None and not done.done():
             done.set_result(None)
+        chain.held = None
+        await self._finish(run, held)
 
 
 async def _noop(message: InboxMessage, ctx: AsyncHandlerContext) -> None:

@@ -144,6 +144,20 @@ class _Run:
     wake: asyncio.Future[None] | None = None
 
 
+@dataclass(eq=False)
+class _Chain:
+    """A consumer's next row, taken before its current row's completion is sent.
+
+    Why: a consumer keeps its connection while rows wait, and when it already holds its next row
+    the BEGIN of that row goes in the same round trip as the current row's completion and COMMIT
+    (one round trip a row instead of two). ``begun`` is that row's open transaction block on the
+    consumer's connection, or None when the row must be begun anew.
+    """
+
+    held: _Held | None = None
+    begun: psycopg.AsyncTransaction | None = None
+
+
 class AsyncInboxWorker:
     """Claims and handles the rows of one pull source, on asyncio tasks.
 
@@ -384,51 +398,114 @@ class AsyncInboxWorker:
             if task is not None:
                 run.consumers.discard(task)
 
-    async def _consume_waiting(self, run: _Run, handler: AsyncHandler) -> None:
-        # The stop is checked here too: a slot can free up before the claim loop sees the stop,
-        # and the rows still waiting are then handed back by the loop.
+    async def _take(self, run: _Run) -> _Held | None:
+        """The next waiting row, counted as running; None when none waits or the worker stops.
+
+        The stop is checked here too: a slot can free up before the claim loop sees the stop, and
+        the rows still waiting are then handed back by the loop.
+        """
         while run.waiting and not run.stopping and not (run.stop is not None and run.stop.is_set()):
             held = run.waiting.popleft()
             if held.lost or held.cancelled.is_set():
-                log(
-                    self._options,
-                    logging.WARNING,
-                    "inbox lease lost before the handler started; the row is left to its new owner",
-                    id=held.claimed.message.id,
-                )
+                self._log_lost_before_start(held)
                 await self._finish(run, held)
                 continue
             run.running.add(held)
-            try:
-                await self._handle(held, handler)
-            except Exception as error:  # noqa: BLE001 - logged; the row returns after its lease
-                log(
-                    self._options,
-                    logging.ERROR,
-                    "inbox row processing failed; the row returns after its lease",
-                    id=held.claimed.message.id,
-                    error=error,
-                )
-            finally:
-                await self._finish(run, held)
+            return held
+        return None
 
-    async def _handle(self, held: _Held, handler: AsyncHandler) -> None:
-        o = self._options
-        message = held.claimed.message
+    def _log_lost_before_start(self, held: _Held) -> None:
+        log(
+            self._options,
+            logging.WARNING,
+            "inbox lease lost before the handler started; the row is left to its new owner",
+            id=held.claimed.message.id,
+        )
+
+    async def _consume_waiting(self, run: _Run, handler: AsyncHandler) -> None:
+        chain = _Chain(held=await self._take(run))
+        while chain.held is not None:
+            await self._serve(run, handler, chain)
+            if chain.held is None:
+                chain.held = await self._take(run)
+
+    async def _serve(self, run: _Run, handler: AsyncHandler, chain: _Chain) -> None:
+        """Handles ``chain.held`` and the rows taken after it on one connection, while rows wait.
+
+        One connection for as long as rows wait: the next row's BEGIN can then travel with the
+        current row's completion (see _Chain). A connection closed on the way (a cut exchange)
+        is given back with the next row left in ``chain`` for another connection.
+        """
         try:
             async with self._source.connection() as conn:
-                await self._handle_on(conn, held, handler)
+                while chain.held is not None and not conn.closed:
+                    current, chain.held = chain.held, None
+                    await self._process(conn, run, current, handler, chain)
+                    if chain.held is None:
+                        chain.held = await self._take(run)
+                chain.begun = None
         except psycopg.Error as error:
+            # The pool could not lend a connection (or failed to take one back).
+            chain.begun = None
+            held, chain.held = chain.held, None
+            if held is None:
+                return
             log(
-                o,
+                self._options,
                 logging.WARNING,
                 "could not use a connection for the handler; the row returns after its lease",
-                id=message.id,
+                id=held.claimed.message.id,
                 error=error,
             )
+            await self._finish(run, held)
+
+    async def _process(
+        self,
+        conn: psycopg.AsyncConnection[Any],
+        run: _Run,
+        held: _Held,
+        handler: AsyncHandler,
+        chain: _Chain,
+    ) -> None:
+        """Handles ``held`` (running) on ``conn`` and finishes it; may take the next row."""
+        try:
+            if held.lost or held.cancelled.is_set():
+                # Taken with the previous row's completion, lost before its handler started.
+                self._log_lost_before_start(held)
+                begun, chain.begun = chain.begun, None
+                if begun is not None:
+                    await self._end_unused(conn, begun)
+                return
+            await self._handle_on(conn, run, held, handler, chain)
+        except Exception as error:  # noqa: BLE001 - logged; the row returns after its lease
+            log(
+                self._options,
+                logging.ERROR,
+                "inbox row processing failed; the row returns after its lease",
+                id=held.claimed.message.id,
+                error=error,
+            )
+        finally:
+            await self._finish(run, held)
+
+    async def _end_unused(
+        self, conn: psycopg.AsyncConnection[Any], block: psycopg.AsyncTransaction
+    ) -> None:
+        """Ends a block begun for a row that will not run: it holds no writes, so it commits."""
+        try:
+            await block.__aexit__(None, None, None)
+        except psycopg.Error:
+            if not conn.closed and conn.info.transaction_status != _IDLE:
+                with contextlib.suppress(psycopg.Error):
+                    await conn.rollback()
 
     async def _handle_on(
-        self, conn: psycopg.AsyncConnection[Any], held: _Held, handler: AsyncHandler
+        self,
+        conn: psycopg.AsyncConnection[Any],
+        run: _Run,
+        held: _Held,
+        handler: AsyncHandler,
+        chain: _Chain,
     ) -> None:
         o = self._options
         claimed = held.claimed
@@ -436,7 +513,7 @@ class AsyncInboxWorker:
         failure: BaseException | None = None
         try:
             try:
-                await self._run_and_complete(conn, held, handler)
+                await self._run_and_complete(conn, run, held, handler, chain)
             except BaseException as error:
                 if isinstance(error, _Failed):
                     failure = error.__cause__
@@ -483,20 +560,34 @@ class AsyncInboxWorker:
                 )
 
     async def _run_and_complete(
-        self, conn: psycopg.AsyncConnection[Any], held: _Held, handler: AsyncHandler
+        self,
+        conn: psycopg.AsyncConnection[Any],
+        run: _Run,
+        held: _Held,
+        handler: AsyncHandler,
+        chain: _Chain,
     ) -> None:
-        """BEGIN, the handler in its own task, then the completion and COMMIT in one round trip.
+        """BEGIN (unless ``chain.begun`` is the row's open block), the handler in its own task, then
+        the completion and COMMIT in one round trip, with the BEGIN of the next waiting row when
+        there is one (taken into ``chain``).
 
         Raises _Abandoned (cancelled), _Failed from the handler's error, or the psycopg error of
         BEGIN, the completion or the COMMIT; the handler's writes are rolled back in each case.
         """
         claimed = held.claimed
-        fast = self._fast if self._fast is not None and usable(conn) else None
         block: AbstractAsyncContextManager[Any]
-        if fast is not None:
+        begun, chain.begun = chain.begun, None
+        if begun is not None:
+            # Only the fast path begins a row ahead.
+            fast = self._fast
+            tx = begun
+            block = tx
+        elif self._fast is not None and usable(conn):
+            fast = self._fast
             tx = await fast.begin(conn)
             block = tx
         else:
+            fast = None
             block = conn.transaction()
             tx = await block.__aenter__()
         handed_over = False
@@ -516,8 +607,11 @@ class AsyncInboxWorker:
             if held.cancelled.is_set():
                 raise _Abandoned()
             if fast is not None:
+                chain.held = await self._take(run)
                 handed_over = True
-                await fast.complete(conn, tx, claimed.message.id, claimed.token)
+                chain.begun = await fast.complete(
+                    conn, tx, claimed.message.id, claimed.token, begin_next=chain.held is not None
+                )
                 return
             params = {"id": claimed.message.id, "token": claimed.token}
             async with conn.pipeline():

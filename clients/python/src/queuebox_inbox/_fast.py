@@ -20,6 +20,10 @@ its own, for example after a handler rolled a savepoint back; a completion that 
 statement gone fails with SQLSTATE 26000, the transaction is rolled back like any failed
 completion, and that connection sends the completion unnamed (parsed each time) from then on.
 
+A completion can also carry the BEGIN of the connection's next row (``begin_next``): the asyncio
+worker's consumers, which keep their connection while rows wait, then spend one round trip a row
+instead of two (worker CPU a row -7 to -9 % in five alternated pairs, bench/journal/2026-12-04.md).
+
 The exchanges are generators that yield what they wait for (readable or writable socket), one
 logic for both workers: the threaded worker drives them with ``select``, the asyncio one with the
 event loop, as psycopg itself does.
@@ -133,15 +137,27 @@ class FastTransactions:
         block: psycopg.AsyncTransaction,
         row_id: uuid.UUID,
         token: uuid.UUID,
-    ) -> None:
+        *,
+        begin_next: bool = False,
+    ) -> psycopg.AsyncTransaction | None:
         """The completion and COMMIT in one round trip; ``block`` ends either way.
 
+        With ``begin_next`` the same round trip carries the BEGIN of the connection's next row
+        (after its own sync point, so it runs only once the COMMIT is answered), and the next
+        row's block is returned in the state ``begin`` leaves it: a worker that already holds
+        its next row saves that row's BEGIN round trip. None when it was not asked for, or when
+        the BEGIN did not go through after a successful COMMIT (the connection is then closed
+        unless it is idle, and the caller begins the next row anew).
+
         On failure the transaction is left aborted (the caller rolls it back, as after psycopg's
-        own pipeline) and the completion's error is raised.
+        own pipeline; a BEGIN sent behind the failure failed too) and the completion's error is
+        raised.
         """
+        following = psycopg.AsyncTransaction(conn) if begin_next else None
         async with conn.lock:
-            exchange = self._complete_and_commit(conn, block, _params(row_id, token))
-            await _drive_async(exchange, conn.pgconn.socket)
+            exchange = self._complete_and_commit(conn, block, _params(row_id, token), following)
+            begun = await _drive_async(exchange, conn.pgconn.socket)
+        return following if begun else None
 
     def complete_sync(
         self,
@@ -152,7 +168,7 @@ class FastTransactions:
     ) -> None:
         """As ``complete``, for the threaded worker."""
         with conn.lock:
-            exchange = self._complete_and_commit(conn, block, _params(row_id, token))
+            exchange = self._complete_and_commit(conn, block, _params(row_id, token), None)
             _drive_sync(exchange, conn.pgconn.socket)
 
     def _begin(self, conn: AnyConnection, block: AnyTransaction) -> Exchange[None]:
@@ -198,8 +214,13 @@ class FastTransactions:
         self._prepared[conn] = (pg.backend_pid, _PREPARED)
 
     def _complete_and_commit(
-        self, conn: AnyConnection, block: AnyTransaction, params: list[bytes]
-    ) -> Exchange[None]:
+        self,
+        conn: AnyConnection,
+        block: AnyTransaction,
+        params: list[bytes],
+        following: AnyTransaction | None,
+    ) -> Exchange[bool]:
+        """Returns whether ``following`` (when given) was begun."""
         pg = conn.pgconn
         named = self._prepared.get(conn) == (pg.backend_pid, _PREPARED)
         ended = False
@@ -211,14 +232,28 @@ class FastTransactions:
                 pg.send_query_params(self._complete, params)
             pg.send_query_params(b"COMMIT", None)
             pg.pipeline_sync()
+            if following is not None:
+                # Its own sync point: after a failed completion the server skips to the first
+                # sync, so this BEGIN still runs, finds the transaction aborted and fails too.
+                pg.send_query_params(b"BEGIN", None)
+                pg.pipeline_sync()
             yield from _flush(pg)
             results = yield from _until_sync(pg)
+            begin_results = (yield from _until_sync(pg)) if following is not None else []
             pg.exit_pipeline_mode()
             failed = next((r for r in results if r.status not in (_OK, _TUPLES)), None)
             ended = True
             if failed is None and len(results) == 2:
                 _end(block, committed=True)
-                return
+                if following is None:
+                    return False
+                if len(begin_results) == 1 and begin_results[0].status == _OK:
+                    following.status = _Status.ACTIVE
+                    # Counts the block on the connection, as _begin does.
+                    following._push_savepoint()
+                    return True
+                _close_unless_idle(pg)
+                return False
             _end(block, committed=False)
             if failed is None:
                 raise psycopg.InternalError(
