@@ -1,7 +1,9 @@
-"""The next row's BEGIN sent with the current row's completion (``_fast.py``, ``_aio._Chain``).
+"""The next row's BEGIN sent with the current row's completion (``_fast.py``, ``_Chain`` of both
+workers).
 
-A consumer of the asyncio worker keeps its connection while rows wait and, when it already holds
-its next row, puts that row's BEGIN in the round trip of the current row's completion and COMMIT.
+A consumer of the asyncio worker, or a handler thread of the threaded one, keeps its connection
+while rows wait and, when it already holds its next row, puts that row's BEGIN in the round trip
+of the current row's completion and COMMIT.
 What must hold, on a real database: each row is still its own transaction, committed with its
 completion and only with it; a completion that fails takes no next row's work with it; a row taken
 ahead and lost before its handler starts leaves the connection idle and is not handled.
@@ -21,14 +23,19 @@ from conftest import fresh_database
 from queuebox_inbox import (
     AsyncHandlerContext,
     AsyncInboxWorker,
+    HandlerContext,
     InboxMessage,
     InboxOptions,
+    InboxWorker,
     render_statements,
 )
 from queuebox_inbox._aio import _Chain, _Held, _Run
 from queuebox_inbox._core import Claimed, complete_or_fail
 from queuebox_inbox._fast import FastTransactions
-from test_fast import counts, insert_rows, run_until_processed
+from queuebox_inbox._worker import _Chain as ThreadChain
+from queuebox_inbox._worker import _Held as ThreadHeld
+from queuebox_inbox._worker import _Run as ThreadRun
+from test_fast import counts, insert_rows, run_threaded_until_processed, run_until_processed
 
 SOURCE = "fast"
 # The workers' own fenced completion (it fails when it finds no row).
@@ -228,3 +235,98 @@ def test_a_row_taken_ahead_and_lost_before_its_handler_is_not_handled() -> None:
 
     with fresh_database("qb_chain_py") as url:
         asyncio.run(main(url))
+
+
+# The threaded worker: the same two worker cases.
+
+
+class CountingFastSync(FastTransactions):
+    """As CountingFast, for the threaded worker."""
+
+    begun = 0
+    chained = 0
+
+    def begin_sync(self, conn: psycopg.Connection[Any]) -> psycopg.Transaction:
+        self.begun += 1
+        return super().begin_sync(conn)
+
+    def complete_sync(
+        self,
+        conn: psycopg.Connection[Any],
+        block: psycopg.Transaction,
+        row_id: uuid.UUID,
+        token: uuid.UUID,
+        *,
+        begin_next: bool = False,
+    ) -> psycopg.Transaction | None:
+        following = super().complete_sync(conn, block, row_id, token, begin_next=begin_next)
+        self.chained += following is not None
+        return following
+
+
+def test_threaded_rows_back_to_back_on_one_connection_each_commit_alone() -> None:
+    seen: list[tuple[str, int, int]] = []
+    stolen = False
+
+    def handler(message: InboxMessage, ctx: HandlerContext) -> None:
+        nonlocal stolen
+        conn = ctx.connection
+        row = conn.execute("SELECT txid_current()").fetchone()
+        assert row is not None
+        seen.append((message.idempotency_key, conn.info.backend_pid, int(row[0])))
+        conn.execute("INSERT INTO conformance_writes (key) VALUES (%s)", [message.idempotency_key])
+        if message.idempotency_key == "k-3" and not stolen:
+            stolen = True
+            with psycopg.connect(url, autocommit=True) as other:
+                other.execute(
+                    "UPDATE inbox SET claim_token = gen_random_uuid() WHERE id = %s", [message.id]
+                )
+
+    fast = CountingFastSync(COMPLETE)
+    with fresh_database("qb_chain_py") as url:
+        insert_rows(url, 10)
+        options = InboxOptions(
+            source=SOURCE, batch_size=5, max_concurrency=1, poll_interval=0.05, lease=1.0
+        )
+        worker = InboxWorker(url, options)
+        worker._fast = fast
+        run_threaded_until_processed(worker, handler, url, 10, 60)
+        assert counts(url) == (10, 10)
+        with psycopg.connect(url, autocommit=True) as conn:
+            keys = conn.execute("SELECT count(DISTINCT key) FROM conformance_writes").fetchone()
+        assert keys is not None and keys[0] == 10
+    assert stolen
+    assert [k for k, _, _ in seen].count("k-3") == 2, seen
+    assert len({x for _, _, x in seen}) == len(seen), seen
+    assert any(a[1] == b[1] for a, b in itertools.pairwise(seen)), seen
+    assert fast.chained >= 5, (fast.begun, fast.chained)
+    assert fast.begun + fast.chained == len(seen), (fast.begun, fast.chained, seen)
+
+
+def test_threaded_a_row_taken_ahead_and_lost_before_its_handler_is_not_handled() -> None:
+    calls: list[str] = []
+
+    def handler(message: InboxMessage, ctx: HandlerContext) -> None:
+        calls.append(message.idempotency_key)
+
+    with fresh_database("qb_chain_py") as url:
+        worker = InboxWorker(url, InboxOptions(source=SOURCE))
+        fast = FastTransactions(COMPLETE)
+        with psycopg.connect(url) as conn:
+            message = InboxMessage(
+                id=uuid.uuid4(),
+                source=SOURCE,
+                idempotency_key="k-ahead",
+                aggregate_id=None,
+                event_type=None,
+                payload={},
+            )
+            held = ThreadHeld(
+                claimed=Claimed(message=message, token=uuid.uuid4()), next_renewal=0.0
+            )
+            held.lost = True
+            chain = ThreadChain(begun=fast.begin_sync(conn))
+            worker._handle_on(conn, ThreadRun(), held, handler, chain)
+            assert calls == []
+            assert chain.begun is None
+            assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE

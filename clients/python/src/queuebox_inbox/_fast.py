@@ -20,9 +20,9 @@ its own, for example after a handler rolled a savepoint back; a completion that 
 statement gone fails with SQLSTATE 26000, the transaction is rolled back like any failed
 completion, and that connection sends the completion unnamed (parsed each time) from then on.
 
-A completion can also carry the BEGIN of the connection's next row (``begin_next``): the asyncio
-worker's consumers, which keep their connection while rows wait, then spend one round trip a row
-instead of two (worker CPU a row -7 to -9 % in five alternated pairs, bench/journal/2026-12-04.md).
+A completion can also carry the BEGIN of the connection's next row (``begin_next``): a worker that
+keeps its connection while rows wait then spends one round trip a row instead of two (worker CPU
+a row -7 to -9 % in five alternated pairs, bench/journal/2026-12-04.md).
 
 The exchanges are generators that yield what they wait for (readable or writable socket), one
 logic for both workers: the threaded worker drives them with ``select``, the asyncio one with the
@@ -165,11 +165,15 @@ class FastTransactions:
         block: psycopg.Transaction,
         row_id: uuid.UUID,
         token: uuid.UUID,
-    ) -> None:
+        *,
+        begin_next: bool = False,
+    ) -> psycopg.Transaction | None:
         """As ``complete``, for the threaded worker."""
+        following = psycopg.Transaction(conn) if begin_next else None
         with conn.lock:
-            exchange = self._complete_and_commit(conn, block, _params(row_id, token), None)
-            _drive_sync(exchange, conn.pgconn.socket)
+            exchange = self._complete_and_commit(conn, block, _params(row_id, token), following)
+            begun = _drive_sync(exchange, conn.pgconn.socket)
+        return following if begun else None
 
     def _begin(self, conn: AnyConnection, block: AnyTransaction) -> Exchange[None]:
         yield from self._prepare(conn)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import functools
 import logging
@@ -133,16 +134,35 @@ class _Held:
     finished: bool = False
     renewing: bool = False
     connection: psycopg.Connection[Any] | None = None
+    # Taken from the waiting rows: by its own pool task, or by a handler thread that took it over
+    # with the previous row's completion (then its own task does nothing).
+    taken: bool = False
 
 
 @dataclass(eq=False)
 class _Run:
     cond: threading.Condition = field(default_factory=threading.Condition)
     held: set[_Held] = field(default_factory=set)
+    # The rows submitted to the pool in claim order; taken ones are dropped as they come up.
+    waiting: collections.deque[_Held] = field(default_factory=collections.deque)
     running: set[_Held] = field(default_factory=set)
     stopping: bool = False
     renewer_stop: bool = False
     stop: threading.Event | None = None
+
+
+@dataclass(eq=False)
+class _Chain:
+    """A handler thread's next row, taken before its current row's completion is sent.
+
+    Why: the thread keeps its connection while rows wait, and when it already holds its next row
+    the BEGIN of that row goes in the same round trip as the current row's completion and COMMIT
+    (one round trip a row instead of two). ``begun`` is that row's open transaction block on the
+    thread's connection, or None when the row must be begun anew.
+    """
+
+    held: _Held | None = None
+    begun: psycopg.Transaction | None = None
 
 
 class InboxWorker:
@@ -265,6 +285,7 @@ class InboxWorker:
                     batch = [_Held(claimed=c, next_renewal=now + every) for c in rows]
                     with run.cond:
                         run.held.update(batch)
+                        run.waiting.extend(batch)
                         run.cond.notify_all()
                     for done in [f for f in futures if f.done()]:
                         del futures[done]
@@ -278,7 +299,10 @@ class InboxWorker:
             # Rows still waiting for a handler thread are handed back at once.
             pool.shutdown(wait=False, cancel_futures=True)
             for future, held in list(futures.items()):
-                if future.cancelled():
+                with run.cond:
+                    # A row another handler thread took over is that thread's to finish.
+                    hand_back = future.cancelled() and not held.taken
+                if hand_back:
                     self._release(held)
                     self._finish(run, held)
             with run.cond:
@@ -407,6 +431,10 @@ class InboxWorker:
 
     def _process(self, run: _Run, held: _Held, handler: Handler) -> None:
         with run.cond:
+            if held.taken:
+                # A handler thread took this row over with the previous row's completion.
+                return
+            held.taken = True
             # The stop is checked here too: a handler slot can free up before the claim loop sees
             # the stop, and a row not yet started must not start then.
             start = (
@@ -417,8 +445,8 @@ class InboxWorker:
             )
             if start:
                 run.running.add(held)
-        try:
-            if not start:
+        if not start:
+            try:
                 if held.lost:
                     log(
                         self._options,
@@ -429,120 +457,188 @@ class InboxWorker:
                     )
                 else:
                     self._release(held)
-                return
-            self._handle(run, held, handler)
-        except Exception as error:  # noqa: BLE001 - logged; the row returns after its lease
-            log(
-                self._options,
-                logging.ERROR,
-                "inbox row processing failed; the row returns after its lease",
-                id=held.claimed.message.id,
-                error=error,
-            )
-        finally:
-            self._finish(run, held)
+            finally:
+                self._finish(run, held)
+            return
+        self._serve(run, handler, _Chain(held=held))
 
-    def _handle(self, run: _Run, held: _Held, handler: Handler) -> None:
+    def _take_next(self, run: _Run) -> _Held | None:
+        """The first waiting row when it may start now, taken and counted as running, else None.
+
+        A row that may not start (lease lost, cancelled, or the worker stopping) is left to its
+        own pool task, which logs or hands it back.
+        """
+        with run.cond:
+            while run.waiting and run.waiting[0].taken:
+                run.waiting.popleft()
+            if not run.waiting or run.stopping or self._stopped(run.stop):
+                return None
+            held = run.waiting[0]
+            if held.lost or held.cancelled.is_set():
+                return None
+            run.waiting.popleft()
+            held.taken = True
+            run.running.add(held)
+            return held
+
+    def _serve(self, run: _Run, handler: Handler, chain: _Chain) -> None:
+        """Handles ``chain.held`` and the rows taken after it on one connection, finishing each.
+
+        A connection closed on the way (a cut exchange) is given back and the next row taken
+        with it goes on with another.
+        """
+        while chain.held is not None:
+            try:
+                with self._source.connection() as conn:
+                    while chain.held is not None and not conn.closed:
+                        current, chain.held = chain.held, None
+                        try:
+                            self._handle_on(conn, run, current, handler, chain)
+                        except Exception as error:  # noqa: BLE001 - logged; returns after its lease
+                            log(
+                                self._options,
+                                logging.ERROR,
+                                "inbox row processing failed; the row returns after its lease",
+                                id=current.claimed.message.id,
+                                error=error,
+                            )
+                        finally:
+                            self._finish(run, current)
+                    chain.begun = None
+            except psycopg.Error as error:
+                # The pool could not lend a connection (or failed to take one back).
+                chain.begun = None
+                held, chain.held = chain.held, None
+                if held is None:
+                    return
+                log(
+                    self._options,
+                    logging.WARNING,
+                    "could not use a connection for the handler; the row returns after its lease",
+                    id=held.claimed.message.id,
+                    error=error,
+                )
+                self._finish(run, held)
+
+    def _handle_on(
+        self,
+        conn: psycopg.Connection[Any],
+        run: _Run,
+        held: _Held,
+        handler: Handler,
+        chain: _Chain,
+    ) -> None:
+        """Runs ``held``'s handler and completion on ``conn``; may take the next row into
+        ``chain`` (see _Chain). Its caller finishes the row."""
         o = self._options
         claimed = held.claimed
         message = claimed.message
-        failure: Exception | None = None
-        try:
-            with self._source.connection() as conn:
-                with run.cond:
-                    held.connection = conn
-                try:
-                    with self._row_transaction(conn) as (tx, fast):
-                        try:
-                            handler(message, HandlerContext(conn, tx, held.cancelled))
-                        except Exception as error:
-                            failure = error
-                            raise
-                        self._end_renewal(run, held)
-                        if held.cancelled.is_set():
-                            raise _Abandoned()
-                        with run.cond:
-                            held.connection = None
-                        if fast is not None:
-                            # The completion and COMMIT in one round trip; the block ends here.
-                            try:
-                                fast.complete_sync(conn, tx, message.id, claimed.token)
-                            except psycopg.Error as error:
-                                if error.sqlstate == CLAIM_LOST_SQLSTATE:
-                                    raise _ClaimLost() from error
-                                raise
-                        else:
-                            changed = conn.execute(
-                                self._sql.complete.text,
-                                {"id": message.id, "token": claimed.token},
-                                prepare=True,
-                            ).rowcount
-                            if changed != 1:
-                                raise _ClaimLost()
-                except _Abandoned:
-                    log(
-                        o,
-                        logging.WARNING,
-                        "inbox handler cancelled; its writes rolled back and nothing written for "
-                        "the row",
-                        id=message.id,
-                    )
-                    return
-                except _ClaimLost:
-                    log(
-                        o,
-                        logging.WARNING,
-                        "completion found no row: claim lost, handler writes rolled back",
-                        id=message.id,
-                    )
-                    return
-                except Exception as error:  # noqa: BLE001 - the handler's failure or the completion's
-                    if failure is None:
-                        log(
-                            o,
-                            logging.WARNING,
-                            "completion failed; handler writes rolled back, the row returns "
-                            "after its lease",
-                            id=message.id,
-                            error=error,
-                        )
-                        return
-                    self._end_renewal(run, held)
-                    with run.cond:
-                        held.connection = None
-                    if held.cancelled.is_set():
-                        log(
-                            o,
-                            logging.WARNING,
-                            "inbox handler cancelled; its writes rolled back and nothing written "
-                            "for the row",
-                            id=message.id,
-                            error=error,
-                        )
-                        return
-                    self._fail(conn, claimed, failure)
-        except psycopg.Error as error:
+        begun, chain.begun = chain.begun, None
+        if held.lost or held.cancelled.is_set():
+            # Taken with the previous row's completion, lost before its handler started.
             log(
                 o,
                 logging.WARNING,
-                "could not use a connection for the handler; the row returns after its lease",
+                "inbox lease lost before the handler started; the row is left to its new owner",
                 id=message.id,
-                error=error,
             )
+            if begun is not None:
+                _end_unused(conn, begun)
+            return
+        failure: Exception | None = None
+        with run.cond:
+            held.connection = conn
+        try:
+            with self._row_transaction(conn, begun) as (tx, fast):
+                try:
+                    handler(message, HandlerContext(conn, tx, held.cancelled))
+                except Exception as error:
+                    failure = error
+                    raise
+                self._end_renewal(run, held)
+                if held.cancelled.is_set():
+                    raise _Abandoned()
+                with run.cond:
+                    held.connection = None
+                if fast is not None:
+                    # The completion and COMMIT in one round trip, with the next waiting row's
+                    # BEGIN when this thread takes it over; the block ends here.
+                    chain.held = self._take_next(run)
+                    try:
+                        chain.begun = fast.complete_sync(
+                            conn,
+                            tx,
+                            message.id,
+                            claimed.token,
+                            begin_next=chain.held is not None,
+                        )
+                    except psycopg.Error as error:
+                        if error.sqlstate == CLAIM_LOST_SQLSTATE:
+                            raise _ClaimLost() from error
+                        raise
+                else:
+                    changed = conn.execute(
+                        self._sql.complete.text,
+                        {"id": message.id, "token": claimed.token},
+                        prepare=True,
+                    ).rowcount
+                    if changed != 1:
+                        raise _ClaimLost()
+        except _Abandoned:
+            log(
+                o,
+                logging.WARNING,
+                "inbox handler cancelled; its writes rolled back and nothing written for the row",
+                id=message.id,
+            )
+        except _ClaimLost:
+            log(
+                o,
+                logging.WARNING,
+                "completion found no row: claim lost, handler writes rolled back",
+                id=message.id,
+            )
+        except Exception as error:  # noqa: BLE001 - the handler's failure or the completion's
+            if failure is None:
+                log(
+                    o,
+                    logging.WARNING,
+                    "completion failed; handler writes rolled back, the row returns after its "
+                    "lease",
+                    id=message.id,
+                    error=error,
+                )
+                return
+            self._end_renewal(run, held)
+            with run.cond:
+                held.connection = None
+            if held.cancelled.is_set():
+                log(
+                    o,
+                    logging.WARNING,
+                    "inbox handler cancelled; its writes rolled back and nothing written for the "
+                    "row",
+                    id=message.id,
+                    error=error,
+                )
+                return
+            self._fail(conn, claimed, failure)
 
     @contextmanager
     def _row_transaction(
-        self, conn: psycopg.Connection[Any]
+        self, conn: psycopg.Connection[Any], begun: psycopg.Transaction | None
     ) -> Iterator[tuple[psycopg.Transaction, FastTransactions | None]]:
-        """The row's transaction block: through libpq when the connection allows it (then the
-        body ends the block with ``complete_sync``), else psycopg's own block, which commits at
-        the end of the body. Any exception rolls the transaction back and goes on."""
+        """The row's transaction block: ``begun`` when the previous row's completion began it,
+        else through libpq when the connection allows it (then the body ends the block with
+        ``complete_sync``), else psycopg's own block, which commits at the end of the body. Any
+        exception rolls the transaction back and goes on."""
         fast = self._fast
-        if fast is None or not usable(conn):
+        # Only the fast path begins a row ahead: without it ``begun`` is always None.
+        if fast is None or (begun is None and not usable(conn)):
             with conn.transaction() as tx:
                 yield tx, None
             return
-        tx = fast.begin_sync(conn)
+        tx = begun if begun is not None else fast.begin_sync(conn)
         try:
             yield tx, fast
         except BaseException as error:
@@ -613,6 +709,16 @@ class InboxWorker:
                 "claim lost before the failure could be recorded; the new owner has the row",
                 **fields,
             )
+
+
+def _end_unused(conn: psycopg.Connection[Any], block: psycopg.Transaction) -> None:
+    """Ends a block begun for a row that will not run: it holds no writes, so it commits."""
+    try:
+        block.__exit__(None, None, None)
+    except psycopg.Error:
+        if not conn.closed and conn.info.transaction_status != _IDLE:
+            with contextlib.suppress(psycopg.Error):
+                conn.rollback()
 
 
 def _execute(cur: psycopg.Cursor[Any], text: str, params: dict[str, Any]) -> None:
