@@ -13,20 +13,41 @@ const POLL: Duration = Duration::from_millis(20);
 /// # Panics
 ///
 /// When `within` passes first; the message names `what` and the deadline.
-pub async fn wait_for<T, F, Fut>(what: &str, within: Duration, mut check: F) -> T
+pub async fn wait_for<T, F, Fut>(what: &str, within: Duration, check: F) -> T
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Option<T>>,
+{
+    wait_for_explained(what, within, check, String::new).await
+}
+
+/// As [`wait_for`], and a timeout's message adds what `explain` says then (the state the test
+/// saw), for a wait whose failure would otherwise say only that time ran out.
+///
+/// # Panics
+///
+/// When `within` passes first; the message names `what`, the deadline and the explanation.
+pub async fn wait_for_explained<T, F, Fut, E>(
+    what: &str,
+    within: Duration,
+    mut check: F,
+    explain: E,
+) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+    E: FnOnce() -> String,
 {
     let deadline = Instant::now() + within;
     loop {
         if let Some(value) = check().await {
             return value;
         }
-        assert!(
-            Instant::now() < deadline,
-            "timed out after {within:?} waiting for {what}"
-        );
+        if Instant::now() >= deadline {
+            let explained = explain();
+            let sep = if explained.is_empty() { "" } else { ": " };
+            panic!("timed out after {within:?} waiting for {what}{sep}{explained}");
+        }
         tokio::time::sleep(POLL).await;
     }
 }

@@ -11,6 +11,7 @@ use queuebox_application::source::SourceDriver;
 use queuebox_conformance::proxy::closed_port;
 use queuebox_conformance::recorder::Recorder;
 use queuebox_conformance::source::RunningSource;
+use queuebox_conformance::wait::wait_for_explained;
 use queuebox_kafka::{KafkaSource, KafkaSourceOptions};
 use queuebox_ports::health::HealthCheck;
 use queuebox_ports::ingest::{IngestOutcome, Rejection};
@@ -323,9 +324,14 @@ async fn two_members_of_one_group_share_the_partitions_and_a_stopped_one_commits
     // 90 s, not the suites' 30: a CI run on the shared machine once timed out here after 30 s
     // while every run alone or with the file took under 11 s, and the cause was not found. A
     // timeout names the records neither member read, so the next one shows where they were.
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(90);
-    while read(&one, &two) < n as usize {
-        if tokio::time::Instant::now() >= deadline {
+    wait_for_explained(
+        "every record read",
+        Duration::from_secs(90),
+        || {
+            let done = read(&one, &two) >= n as usize;
+            async move { done.then_some(()) }
+        },
+        || {
             let seen: std::collections::HashSet<Vec<u8>> = one
                 .calls()
                 .into_iter()
@@ -335,16 +341,16 @@ async fn two_members_of_one_group_share_the_partitions_and_a_stopped_one_commits
             let missing: Vec<i32> = (1..=n)
                 .filter(|k| !seen.contains(format!(r#"{{"n":{k}}}"#).as_bytes()))
                 .collect();
-            panic!(
-                "after 90 s {} of {n} records read (first member {} calls, second {}); \
-                 not read, by number (sent to partition number % 4): {missing:?}",
+            format!(
+                "{} of {n} records read (first member {} calls, second {}); not read, by \
+                 number (sent to partition number % 4): {missing:?}",
                 seen.len(),
                 one.calls().len(),
                 two.calls().len()
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+            )
+        },
+    )
+    .await;
     first.stop().await;
     second.stop().await;
     let offsets = committed(&group, &topic, 4).await;

@@ -474,7 +474,7 @@ class AsyncInboxWorker:
                 self._log_lost_before_start(held)
                 begun, chain.begun = chain.begun, None
                 if begun is not None:
-                    await self._end_unused(conn, begun)
+                    await _end_unused(conn, begun)
                 return
             await self._handle_on(conn, run, held, handler, chain)
         except Exception as error:  # noqa: BLE001 - logged; the row returns after its lease
@@ -487,17 +487,6 @@ class AsyncInboxWorker:
             )
         finally:
             await self._finish(run, held)
-
-    async def _end_unused(
-        self, conn: psycopg.AsyncConnection[Any], block: psycopg.AsyncTransaction
-    ) -> None:
-        """Ends a block begun for a row that will not run: it holds no writes, so it commits."""
-        try:
-            await block.__aexit__(None, None, None)
-        except psycopg.Error:
-            if not conn.closed and conn.info.transaction_status != _IDLE:
-                with contextlib.suppress(psycopg.Error):
-                    await conn.rollback()
 
     async def _handle_on(
         self,
@@ -716,6 +705,16 @@ async def _in_one_trip(
         if restore and not conn.closed:
             with contextlib.suppress(psycopg.Error):
                 await conn.set_autocommit(False)
+
+
+async def _end_unused(conn: psycopg.AsyncConnection[Any], block: psycopg.AsyncTransaction) -> None:
+    """Ends a block begun for a row that will not run: it holds no writes, so it commits."""
+    try:
+        await block.__aexit__(None, None, None)
+    except psycopg.Error:
+        if not conn.closed and conn.info.transaction_status != _IDLE:
+            with contextlib.suppress(psycopg.Error):
+                await conn.rollback()
 
 
 async def _call(handler: AsyncHandler, message: InboxMessage, context: AsyncHandlerContext) -> None:
