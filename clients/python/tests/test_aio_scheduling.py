@@ -49,7 +49,7 @@ class _Scripted(AsyncInboxWorker):
     async def _check_schema(self) -> None:
         return None
 
-    async def _claim(self, want: int) -> list[Claimed]:
+    async def _claim(self, run: _Run, want: int) -> list[Claimed]:
         self.claims += 1
         if self.claims == 1:
             self.first_batch_done = asyncio.get_running_loop().create_future()

@@ -142,6 +142,12 @@ class _Run:
     stop: asyncio.Event | None = None
     # Set while the claim loop waits; a finished row, a lost lease or the stop resolves it.
     wake: asyncio.Future[None] | None = None
+    # The end of the claim under way, or of the next one when a consumer waits for it: resolved
+    # once that claim's rows wait (see _Chain).
+    claimed: asyncio.Future[None] | None = None
+    # Whether rows are likely to come: the worker held rows after its last claim. (A claim can
+    # come back empty under a backlog, when other workers locked the rows it picked.)
+    backlog: bool = False
 
 
 @dataclass(eq=False)
@@ -152,6 +158,13 @@ class _Chain:
     the BEGIN of that row goes in the same round trip as the current row's completion and COMMIT
     (one round trip a row instead of two). ``begun`` is that row's open transaction block on the
     consumer's connection, or None when the row must be begun anew.
+
+    When no row waits while the worker held rows after its last claim, the consumer begins its
+    next transaction all the same and waits for the claims that follow: under a backlog the claim
+    runs once the rows held are down to max_concurrency, that is when no row waits, so without
+    this most rows (73 % of 50,000 at batch 25, measured) paid the BEGIN's round trip. A consumer
+    that finds no row once the worker holds none, or waits longer than poll_interval for a claim
+    (a pool too small to lend the claim a connection), ends its empty transaction.
     """
 
     held: _Held | None = None
@@ -238,23 +251,27 @@ class AsyncInboxWorker:
                     continue
                 rows: list[Claimed] = []
                 try:
-                    rows = await self._claim(o.batch_size)
-                except Exception as error:  # noqa: BLE001 - logged, and the loop goes on
-                    if not stop.is_set():
-                        log(
-                            o,
-                            logging.WARNING,
-                            "inbox claim failed; waiting before the next claim",
-                            error=error,
-                        )
-                every = o.lease / 3
-                now = time.monotonic()
-                for claimed in rows:
-                    held = _Held(claimed=claimed, next_renewal=now + every)
-                    held.timer = loop.call_later(every, self._start_renewal, run, held)
-                    run.held.add(held)
-                    run.waiting.append(held)
-                self._start_consumers(run, handler)
+                    try:
+                        rows = await self._claim(run, o.batch_size)
+                    except Exception as error:  # noqa: BLE001 - logged, and the loop goes on
+                        if not stop.is_set():
+                            log(
+                                o,
+                                logging.WARNING,
+                                "inbox claim failed; waiting before the next claim",
+                                error=error,
+                            )
+                    every = o.lease / 3
+                    now = time.monotonic()
+                    for claimed in rows:
+                        held = _Held(claimed=claimed, next_renewal=now + every)
+                        held.timer = loop.call_later(every, self._start_renewal, run, held)
+                        run.held.add(held)
+                        run.waiting.append(held)
+                    run.backlog = bool(run.held)
+                    self._start_consumers(run, handler)
+                finally:
+                    _claim_over(run)
                 if not rows:
                     await _wait_changed(run, o.poll_interval)
         finally:
@@ -294,10 +311,12 @@ class AsyncInboxWorker:
             # For a consumer cancelled before its first step, whose own `finally` never runs.
             task.add_done_callback(run.consumers.discard)
 
-    async def _claim(self, want: int) -> list[Claimed]:
+    async def _claim(self, run: _Run, want: int) -> list[Claimed]:
         # One round trip: BEGIN, the settings, the claim and COMMIT go together in pipeline
         # mode, and the rows are read once the commit is answered.
         async with self._source.connection() as conn:
+            if run.claimed is None:
+                run.claimed = asyncio.get_running_loop().create_future()
             cur = conn.cursor(row_factory=tuple_row)
 
             async def statements() -> None:
@@ -442,7 +461,7 @@ class AsyncInboxWorker:
                     current, chain.held = chain.held, None
                     await self._process(conn, run, current, handler, chain)
                     if chain.held is None:
-                        chain.held = await self._take(run)
+                        chain.held = await self._take_begun(conn, run, chain)
                 chain.begun = None
         except psycopg.Error as error:
             # The pool could not lend a connection (or failed to take one back).
@@ -458,6 +477,26 @@ class AsyncInboxWorker:
                 error=error,
             )
             await self._finish(run, held)
+
+    async def _take_begun(
+        self, conn: psycopg.AsyncConnection[Any], run: _Run, chain: _Chain
+    ) -> _Held | None:
+        """The next row after a completion; with ``chain.begun`` open and no row waiting, the rows
+        of the claims under way are waited for, and a block left without a row is ended."""
+        held = await self._take(run)
+        while held is None and chain.begun is not None and not conn.closed and _claim_due(run):
+            claimed = run.claimed
+            if claimed is None:
+                claimed = run.claimed = asyncio.get_running_loop().create_future()
+            done, _ = await asyncio.wait((claimed,), timeout=self._options.poll_interval)
+            if not done:
+                break
+            held = await self._take(run)
+        if held is None and chain.begun is not None:
+            begun, chain.begun = chain.begun, None
+            if not conn.closed:
+                await _end_unused(conn, begun)
+        return held
 
     async def _process(
         self,
@@ -598,8 +637,10 @@ class AsyncInboxWorker:
             if fast is not None:
                 chain.held = await self._take(run)
                 handed_over = True
+                # With no row waiting, the next claim is likely to bring one (see _Chain).
+                ahead = chain.held is not None or _claim_due(run)
                 chain.begun = await fast.complete(
-                    conn, tx, claimed.message.id, claimed.token, begin_next=chain.held is not None
+                    conn, tx, claimed.message.id, claimed.token, begin_next=ahead
                 )
                 return
             params = {"id": claimed.message.id, "token": claimed.token}
@@ -719,6 +760,18 @@ async def _end_unused(conn: psycopg.AsyncConnection[Any], block: psycopg.AsyncTr
 
 async def _call(handler: AsyncHandler, message: InboxMessage, context: AsyncHandlerContext) -> None:
     await handler(message, context)
+
+
+def _claim_due(run: _Run) -> bool:
+    """Whether a claim under way, or the next one, is likely to bring rows."""
+    return run.backlog and not run.stopping and not (run.stop is not None and run.stop.is_set())
+
+
+def _claim_over(run: _Run) -> None:
+    """The claim under way ended and its rows wait: wakes the consumers waiting for them."""
+    claimed, run.claimed = run.claimed, None
+    if claimed is not None and not claimed.done():
+        claimed.set_result(None)
 
 
 def _notify(run: _Run) -> None:

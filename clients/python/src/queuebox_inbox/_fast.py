@@ -69,6 +69,8 @@ def available() -> bool:
         callable(getattr(tx, name, None))
         for tx in (psycopg.Transaction, psycopg.AsyncTransaction)
         for name in ("_push_savepoint", "_pop_savepoint")
+    ) and {"_outer_transaction", "_savepoint_name"} <= set(
+        psycopg.Transaction._push_savepoint.__code__.co_names
     )
 
 
@@ -253,8 +255,7 @@ class FastTransactions:
                     return False
                 if len(begin_results) == 1 and begin_results[0].status == _OK:
                     following.status = _Status.ACTIVE
-                    # Counts the block on the connection, as _begin does.
-                    following._push_savepoint()
+                    _count_as_outer(following)
                     return True
                 _close_unless_idle(pg)
                 return False
@@ -275,6 +276,20 @@ class FastTransactions:
                 _end(block, committed=False)
                 pg.finish()
             raise
+
+
+def _count_as_outer(block: AnyTransaction) -> None:
+    """Counts ``block``, whose BEGIN was just answered, on its connection as the outer block that
+    psycopg's own enter makes on an idle connection.
+
+    psycopg's ``_push_savepoint`` takes a block for an outer one only when the connection is idle;
+    here it is already in the block's transaction, so it would take it for a nested block and end
+    it (when a handler fails, or a row taken ahead is not run) with ROLLBACK TO / RELEASE of a
+    savepoint that does not exist, which aborts the transaction and loses the failure's record.
+    """
+    block._push_savepoint()
+    block._outer_transaction = True
+    block._savepoint_name = ""
 
 
 def _params(row_id: uuid.UUID, token: uuid.UUID) -> list[bytes]:
