@@ -193,10 +193,16 @@ def test_a_connection_with_an_isolation_level_keeps_it() -> None:
 
 
 def run_threaded_until_processed(
-    worker: InboxWorker, handler: Handler, url: str, count: int, deadline_s: float
+    worker: InboxWorker,
+    handler: Handler,
+    url: str,
+    count: int,
+    deadline_s: float,
+    *,
+    thread_name: str | None = None,
 ) -> None:
     stop = threading.Event()
-    thread = threading.Thread(target=worker.run, args=(handler, stop))
+    thread = threading.Thread(target=worker.run, args=(handler, stop), name=thread_name)
     thread.start()
     deadline = time.monotonic() + deadline_s
     try:

@@ -9,7 +9,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -134,21 +134,36 @@ class _Held:
     finished: bool = False
     renewing: bool = False
     connection: psycopg.Connection[Any] | None = None
-    # Taken from the waiting rows: by its own pool task, or by a handler thread that took it over
-    # with the previous row's completion (then its own task does nothing).
-    taken: bool = False
 
 
 @dataclass(eq=False)
 class _Run:
-    cond: threading.Condition = field(default_factory=threading.Condition)
+    """The state the claim loop, the handler slots and the renewal thread share, under ``lock``.
+
+    Two conditions on the one lock, so that a row's end does not wake the renewal thread:
+    ``cond`` tells of room for a claim (rows held down to ``max_concurrency``) and of renewals
+    over (the claim loop, the shutdown and a handler ending its row's renewal wait on it),
+    ``renew_due`` of rows added and of the renewal thread's stop (only the renewal thread waits
+    on it).
+    """
+
+    lock: threading.RLock = field(default_factory=threading.RLock)
+    cond: threading.Condition = field(init=False)
+    renew_due: threading.Condition = field(init=False)
     held: set[_Held] = field(default_factory=set)
-    # The rows submitted to the pool in claim order; taken ones are dropped as they come up.
+    # The claimed rows no handler slot has taken yet, in claim order.
     waiting: collections.deque[_Held] = field(default_factory=collections.deque)
     running: set[_Held] = field(default_factory=set)
+    # Handler slots at work on the pool (at most max_concurrency): each takes waiting rows one
+    # after another and ends when none waits.
+    serving: int = 0
     stopping: bool = False
     renewer_stop: bool = False
     stop: threading.Event | None = None
+
+    def __post_init__(self) -> None:
+        self.cond = threading.Condition(self.lock)
+        self.renew_due = threading.Condition(self.lock)
 
 
 @dataclass(eq=False)
@@ -259,7 +274,6 @@ class InboxWorker:
         pool = ThreadPoolExecutor(
             max_workers=o.max_concurrency, thread_name_prefix="queuebox-handler"
         )
-        futures: dict[Future[None], _Held] = {}
         try:
             while not self._stopped(stop):
                 # Room for a whole batch: the rows held (waiting or running) are down to
@@ -286,25 +300,24 @@ class InboxWorker:
                     with run.cond:
                         run.held.update(batch)
                         run.waiting.extend(batch)
-                        run.cond.notify_all()
-                    for done in [f for f in futures if f.done()]:
-                        del futures[done]
-                    for held in batch:
-                        futures[pool.submit(self._process, run, held, handler)] = held
+                        # A slot already at work takes waiting rows as its handler finishes: a
+                        # new slot starts only for rows beyond those (one pool task a slot, not
+                        # one a row, so a row chained onto a slot wakes no other thread).
+                        spawn = max(0, min(len(run.waiting), o.max_concurrency - run.serving))
+                        run.serving += spawn
+                        run.renew_due.notify()
+                    for _ in range(spawn):
+                        pool.submit(self._handler_slot, run, handler)
                 else:
                     self._wait(o.poll_interval, stop)
         finally:
             with run.cond:
                 run.stopping = True
-            # Rows still waiting for a handler thread are handed back at once.
-            pool.shutdown(wait=False, cancel_futures=True)
-            for future, held in list(futures.items()):
-                with run.cond:
-                    # A row another handler thread took over is that thread's to finish.
-                    hand_back = future.cancelled() and not held.taken
-                if hand_back:
-                    self._release(held)
-                    self._finish(run, held)
+                # Rows no handler slot has taken are handed back at once; the slots take no more.
+                unstarted = list(run.waiting)
+                run.waiting.clear()
+            for held in unstarted:
+                self._not_started(run, held)
             with run.cond:
                 over = not run.cond.wait_for(lambda: not run.held, timeout=o.shutdown_grace)
                 if over:
@@ -320,7 +333,7 @@ class InboxWorker:
             pool.shutdown(wait=True)
             with run.cond:
                 run.renewer_stop = True
-                run.cond.notify_all()
+                run.renew_due.notify_all()
             renewer.join()
 
     def _claim(self, want: int) -> list[Claimed]:
@@ -365,7 +378,9 @@ class InboxWorker:
                             h.renewing = True
                         break
                     nxt = min((h.next_renewal for h in live), default=None)
-                    run.cond.wait(None if nxt is None else nxt - now)
+                    # A row that ends only makes the next renewal later: waking at the old time
+                    # and looking again is enough, so only new rows and the stop notify this.
+                    run.renew_due.wait(None if nxt is None else nxt - now)
             lost: list[tuple[_Held, str]] = []
             try:
                 with self._source.connection() as conn:
@@ -422,62 +437,81 @@ class InboxWorker:
             held.connection = None
             run.held.discard(held)
             run.running.discard(held)
-            run.cond.notify_all()
+            # Only two waits care about rows ending: the claim loop's, for room for a batch,
+            # and the shutdown's, for none held. Notifying above the room would wake the claim
+            # loop once a row for nothing.
+            if len(run.held) <= self._options.max_concurrency:
+                run.cond.notify_all()
 
     def _end_renewal(self, run: _Run, held: _Held) -> None:
         with run.cond:
             held.finished = True
             run.cond.wait_for(lambda: not held.renewing)
 
-    def _process(self, run: _Run, held: _Held, handler: Handler) -> None:
-        with run.cond:
-            if held.taken:
-                # A handler thread took this row over with the previous row's completion.
-                return
-            held.taken = True
-            # The stop is checked here too: a handler slot can free up before the claim loop sees
-            # the stop, and a row not yet started must not start then.
-            start = (
-                not run.stopping
-                and not self._stopped(run.stop)
-                and not held.lost
-                and not held.cancelled.is_set()
-            )
-            if start:
-                run.running.add(held)
-        if not start:
-            try:
-                if held.lost:
-                    log(
-                        self._options,
-                        logging.WARNING,
-                        "inbox lease lost before the handler started; the row is left to its "
-                        "new owner",
-                        id=held.claimed.message.id,
-                    )
+    def _handler_slot(self, run: _Run, handler: Handler) -> None:
+        """One handler slot: takes the waiting rows one after another (each row with the rows
+        chained after it on one connection) and ends when none waits or the worker stops."""
+        counted = True
+        try:
+            while True:
+                with run.cond:
+                    held = self._take_first(run)
+                    if held is None:
+                        # Under the lock the claim loop counts slots with: a row added after
+                        # this look starts a new slot.
+                        run.serving -= 1
+                        counted = False
+                        return
+                    start = held in run.running
+                if start:
+                    self._serve(run, handler, _Chain(held=held))
                 else:
-                    self._release(held)
-            finally:
-                self._finish(run, held)
-            return
-        self._serve(run, handler, _Chain(held=held))
+                    self._not_started(run, held)
+        finally:
+            if counted:
+                with run.cond:
+                    run.serving -= 1
+
+    def _take_first(self, run: _Run) -> _Held | None:
+        """The first waiting row, taken (the caller holds the lock); counted as running when it
+        may start. None when no row waits or the worker is stopping (the stop hands the waiting
+        rows back)."""
+        if not run.waiting or run.stopping or self._stopped(run.stop):
+            return None
+        held = run.waiting.popleft()
+        if not held.lost and not held.cancelled.is_set():
+            run.running.add(held)
+        return held
+
+    def _not_started(self, run: _Run, held: _Held) -> None:
+        """A taken row that will not reach a handler: a lost one is left to its new owner, any
+        other is handed back to the claims."""
+        try:
+            if held.lost:
+                log(
+                    self._options,
+                    logging.WARNING,
+                    "inbox lease lost before the handler started; the row is left to its new owner",
+                    id=held.claimed.message.id,
+                )
+            else:
+                self._release(held)
+        finally:
+            self._finish(run, held)
 
     def _take_next(self, run: _Run) -> _Held | None:
         """The first waiting row when it may start now, taken and counted as running, else None.
 
-        A row that may not start (lease lost, cancelled, or the worker stopping) is left to its
-        own pool task, which logs or hands it back.
+        A row that may not start (lease lost, cancelled, or the worker stopping) is left to the
+        slot's own loop, which logs or hands it back (or to the stop).
         """
         with run.cond:
-            while run.waiting and run.waiting[0].taken:
-                run.waiting.popleft()
             if not run.waiting or run.stopping or self._stopped(run.stop):
                 return None
             held = run.waiting[0]
             if held.lost or held.cancelled.is_set():
                 return None
             run.waiting.popleft()
-            held.taken = True
             run.running.add(held)
             return held
 
