@@ -19,7 +19,7 @@ import contextlib
 import itertools
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any
 
 import psycopg
@@ -62,6 +62,13 @@ def claim_all(url: str) -> list[tuple[uuid.UUID, uuid.UUID]]:
     return [(r[0], r[1]) for r in sorted(rows, key=lambda r: str(r[2]))]
 
 
+def run_on_rows(count: int, main: Callable[[str], Coroutine[Any, Any, None]]) -> None:
+    """Runs ``main`` on a fresh database holding ``count`` pending rows of the source."""
+    with fresh_database("qb_chain_py") as url:
+        insert_rows(url, count)
+        asyncio.run(main(url))
+
+
 def test_a_completion_carries_the_next_rows_begin_and_each_row_commits_alone() -> None:
     async def main(url: str) -> None:
         (first_id, first_token), (second_id, second_token) = claim_all(url)
@@ -90,9 +97,7 @@ def test_a_completion_carries_the_next_rows_begin_and_each_row_commits_alone() -
         finally:
             await conn.close()
 
-    with fresh_database("qb_chain_py") as url:
-        insert_rows(url, 2)
-        asyncio.run(main(url))
+    run_on_rows(2, main)
 
 
 def test_a_failed_completion_begins_no_next_row() -> None:
@@ -117,9 +122,7 @@ def test_a_failed_completion_begins_no_next_row() -> None:
         finally:
             await conn.close()
 
-    with fresh_database("qb_chain_py") as url:
-        insert_rows(url, 2)
-        asyncio.run(main(url))
+    run_on_rows(2, main)
 
 
 def status(conn: psycopg.AsyncConnection[Any]) -> psycopg.pq.TransactionStatus:
@@ -243,9 +246,7 @@ def test_a_block_begun_with_a_completion_ends_through_psycopg_like_its_own() -> 
         finally:
             await conn.close()
 
-    with fresh_database("qb_chain_py") as url:
-        insert_rows(url, 3)
-        asyncio.run(main(url))
+    run_on_rows(3, main)
     with fresh_database("qb_chain_py") as url:
         insert_rows(url, 1)
         (row,) = claim_all(url)

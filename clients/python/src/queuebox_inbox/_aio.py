@@ -315,8 +315,7 @@ class AsyncInboxWorker:
         # One round trip: BEGIN, the settings, the claim and COMMIT go together in pipeline
         # mode, and the rows are read once the commit is answered.
         async with self._source.connection() as conn:
-            if run.claimed is None:
-                run.claimed = asyncio.get_running_loop().create_future()
+            _claim_under_way(run)
             cur = conn.cursor(row_factory=tuple_row)
 
             async def statements() -> None:
@@ -423,7 +422,7 @@ class AsyncInboxWorker:
         The stop is checked here too: a slot can free up before the claim loop sees the stop, and
         the rows still waiting are then handed back by the loop.
         """
-        while run.waiting and not run.stopping and not (run.stop is not None and run.stop.is_set()):
+        while run.waiting and not _stopping(run):
             held = run.waiting.popleft()
             if held.lost or held.cancelled.is_set():
                 self._log_lost_before_start(held)
@@ -485,9 +484,7 @@ class AsyncInboxWorker:
         of the claims under way are waited for, and a block left without a row is ended."""
         held = await self._take(run)
         while held is None and chain.begun is not None and not conn.closed and _claim_due(run):
-            claimed = run.claimed
-            if claimed is None:
-                claimed = run.claimed = asyncio.get_running_loop().create_future()
+            claimed = _claim_under_way(run)
             done, _ = await asyncio.wait((claimed,), timeout=self._options.poll_interval)
             if not done:
                 break
@@ -764,7 +761,18 @@ async def _call(handler: AsyncHandler, message: InboxMessage, context: AsyncHand
 
 def _claim_due(run: _Run) -> bool:
     """Whether a claim under way, or the next one, is likely to bring rows."""
-    return run.backlog and not run.stopping and not (run.stop is not None and run.stop.is_set())
+    return run.backlog and not _stopping(run)
+
+
+def _stopping(run: _Run) -> bool:
+    return run.stopping or (run.stop is not None and run.stop.is_set())
+
+
+def _claim_under_way(run: _Run) -> asyncio.Future[None]:
+    """The future that the end of the claim under way (or of the next one) resolves."""
+    if run.claimed is None:
+        run.claimed = asyncio.get_running_loop().create_future()
+    return run.claimed
 
 
 def _claim_over(run: _Run) -> None:

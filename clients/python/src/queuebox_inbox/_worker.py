@@ -476,12 +476,17 @@ class InboxWorker:
         """The first waiting row, taken (the caller holds the lock); counted as running when it
         may start. None when no row waits or the worker is stopping (the stop hands the waiting
         rows back)."""
-        if not run.waiting or run.stopping or self._stopped(run.stop):
+        if self._nothing_to_take(run):
             return None
         held = run.waiting.popleft()
         if not held.lost and not held.cancelled.is_set():
             run.running.add(held)
         return held
+
+    def _nothing_to_take(self, run: _Run) -> bool:
+        # The stop is checked here too: a slot can free up before the claim loop sees the stop,
+        # and a row not yet started must not start then (the stop hands the waiting rows back).
+        return not run.waiting or run.stopping or self._stopped(run.stop)
 
     def _not_started(self, run: _Run, held: _Held) -> None:
         """A taken row that will not reach a handler: a lost one is left to its new owner, any
@@ -506,7 +511,7 @@ class InboxWorker:
         slot's own loop, which logs or hands it back (or to the stop).
         """
         with run.cond:
-            if not run.waiting or run.stopping or self._stopped(run.stop):
+            if self._nothing_to_take(run):
                 return None
             held = run.waiting[0]
             if held.lost or held.cancelled.is_set():
